@@ -1,0 +1,1 @@
+"""arborl command line: Hydra-composed configuration and the `arborl` entry point."""
