@@ -1,0 +1,14 @@
+# The two commands a newcomer needs (both set up what is missing first):
+#   make run    set everything up and run the main job on the embedded default
+#   make test   set everything up and run the test suite
+.PHONY: setup run test bench lint
+setup:
+	bash scripts/setup.sh
+run: setup
+	.venv/bin/arborl demo
+test: setup
+	.venv/bin/python -m pytest -ra
+bench: setup
+	.venv/bin/python bench/run.py
+lint:
+	.venv/bin/ruff check . && .venv/bin/ruff format --check .

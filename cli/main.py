@@ -1,0 +1,85 @@
+"""`arborl` command line.
+
+Subcommands take Hydra overrides after their own flags, e.g.
+`arborl demo sandbox=local demo.episodes=8`. `arborl config` prints the composed config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+
+from omegaconf import OmegaConf
+
+from .config import load_config
+
+EPILOG = """\
+configuration (Hydra): append overrides to any command
+  sandbox=auto|docker|local   where sandboxes run (auto: Docker if an engine and the
+                              base image exist, else bubblewrap)
+  pool.max_size=8             most sandboxes alive at once
+  image.packages=[python3,git]  base image recipe
+  `arborl config [overrides]` prints the result.
+
+examples:
+  arborl sandbox build            build the offline base image (cached by recipe hash)
+  arborl sandbox ls               list every sandbox arborl made on this host
+  arborl sandbox gc --all         remove them all (default: only orphans)
+  arborl demo sandbox=local       scripted SWE-style episodes over a warm pool
+"""
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    print(OmegaConf.to_yaml(load_config(args.overrides)))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    from . import demo, sandbox_cmds
+
+    p = argparse.ArgumentParser(
+        prog="arborl",
+        description="arborl: agentic multi-turn environment gym and RL harness for LLM agents.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, help_: str, fn: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        sp = sub.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        sp.set_defaults(fn=fn)
+        return sp
+
+    sp = add("config", "print the composed configuration", _cmd_config)
+    sp.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
+    sandbox_cmds.register(sub, add)
+    demo.register(add)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
+    if not getattr(args, "fn", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.fn(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

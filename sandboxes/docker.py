@@ -1,0 +1,227 @@
+"""Docker backend: one container per sandbox, through the `docker` SDK.
+
+Each container runs `agent_server.py` (bind-mounted read-only from this package) as its
+main process under docker-init; the server's socket sits in a per-sandbox host directory
+bind-mounted at /run/arborl, which is the whole channel. Containers are hardened by default:
+no network, all capabilities dropped but the few the server needs to run commands as the
+non-root user and to reset, no-new-privileges, memory/CPU/pids limits, /tmp as a sized tmpfs.
+Every container carries labels naming its owner process, so `reap()` finds orphans.
+
+The engine must share this host's filesystem (a local daemon), because of the bind mounts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .base import MANAGED_LABEL, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
+from .channel import Channel, ChannelTimeout
+from .errors import SandboxStartError, SandboxUnavailable
+from .owner import OWNER_PID, owner_alive, owner_labels
+
+SERVER_SOURCE = Path(__file__).with_name("agent_server.py")
+SERVER_IN_CONTAINER = "/opt/arborl/agent_server.py"
+SOCKET_DIR_IN_CONTAINER = "/run/arborl"
+# What the in-container server needs: run commands as the agent user (SETUID/SETGID),
+# kill anything on reset (KILL), restore snapshots with owners and modes intact.
+SERVER_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"]
+
+
+class DockerBackendConfig(BaseModel):
+    """Docker backend settings (`sandbox=docker` in the Hydra config)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["docker"] = "docker"
+    runtime_dir: str = Field("/tmp/arborl-run", description="host dir holding per-sandbox socket dirs")
+    start_timeout_s: float = Field(30.0, description="how long a new container may take to answer")
+    api_threads: int = Field(16, description="threads for blocking Docker SDK calls")
+
+
+def _client() -> Any:
+    import docker
+
+    try:
+        client = docker.from_env(timeout=60)
+        client.ping()
+    except Exception as e:
+        raise SandboxUnavailable(
+            f"no Docker engine answers ({e}). Start one (`scripts/setup.sh` does), or use the "
+            "local backend: sandbox=local"
+        ) from e
+    return client
+
+
+class DockerBackend(SandboxBackend):
+    name = "docker"
+
+    def __init__(self, config: DockerBackendConfig | None = None) -> None:
+        self.config = config or DockerBackendConfig()
+        self.client = _client()
+        self._pool = ThreadPoolExecutor(self.config.api_threads, thread_name_prefix="arborl-docker")
+        self.runtime_dir = Path(self.config.runtime_dir)
+        self.runtime_dir.mkdir(parents=True, exist_ok=True)
+
+    async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+
+    # ---- lifecycle --------------------------------------------------------------------
+    def _start_container(self, spec: SandboxSpec, sandbox_id: str, sock_dir: Path, pool_id: str) -> Any:
+        import docker.errors
+
+        lim = spec.limits
+        rlimits = {"fsize": lim.max_file_mb * 2**20, "nofile": lim.nofile, "core": 0}
+        network = "none" if spec.network is False else "bridge" if spec.network is True else spec.network
+        labels = {
+            MANAGED_LABEL: "1",
+            "arborl.sandbox_id": sandbox_id,
+            "arborl.spec": spec.key(),
+            "arborl.pool": pool_id,
+            "arborl.created": f"{time.time():.3f}",
+            **owner_labels(),
+        }
+        try:
+            return self.client.containers.run(
+                spec.image,
+                command=[
+                    "python3",
+                    SERVER_IN_CONTAINER,
+                    "--socket",
+                    f"{SOCKET_DIR_IN_CONTAINER}/agent.sock",
+                    "--user",
+                    spec.user,
+                    "--limits",
+                    json.dumps(rlimits),
+                ],
+                name=f"arborl-{sandbox_id[:16]}",
+                detach=True,
+                init=True,
+                user="root",
+                labels=labels,
+                network_mode=network,
+                mem_limit=f"{lim.memory_mb}m",
+                memswap_limit=f"{lim.memory_mb}m",
+                nano_cpus=int(lim.cpus * 1e9),
+                pids_limit=lim.pids,
+                cap_drop=["ALL"],
+                cap_add=SERVER_CAPS,
+                security_opt=["no-new-privileges"],
+                tmpfs={"/tmp": f"size={lim.tmp_mb}m,mode=1777"},
+                volumes={
+                    str(sock_dir): {"bind": SOCKET_DIR_IN_CONTAINER, "mode": "rw"},
+                    str(SERVER_SOURCE): {"bind": SERVER_IN_CONTAINER, "mode": "ro"},
+                },
+                hostname="sandbox",
+            )
+        except docker.errors.ImageNotFound as e:
+            raise SandboxUnavailable(
+                f"image {spec.image!r} does not exist: build it with `arborl sandbox build`"
+            ) from e
+        except docker.errors.APIError as e:
+            raise SandboxStartError(f"docker refused to start {spec.image!r}: {e.explanation or e}") from e
+
+    async def create(self, spec: SandboxSpec, pool_id: str = "") -> Sandbox:
+        sandbox_id = uuid.uuid4().hex
+        sock_dir = self.runtime_dir / sandbox_id
+        sock_dir.mkdir(mode=0o755)
+        container = await self._run(self._start_container, spec, sandbox_id, sock_dir, pool_id)
+        sandbox = Sandbox(sandbox_id, spec, Channel(str(sock_dir / "agent.sock")), self)
+        sandbox.handle = container
+        try:
+            await sandbox.channel.wait_ready(self.config.start_timeout_s)
+            res = await sandbox.exec(
+                ["install", "-d", "-o", spec.user, "-g", spec.user, spec.workdir], user="root", workdir="/"
+            )
+            if not res.ok:
+                raise SandboxStartError(f"cannot create workdir {spec.workdir}: {res.output}")
+            await self._prepare(sandbox)
+        except ChannelTimeout as e:
+            reason = await self.describe_death(sandbox)
+            await sandbox.close()
+            raise SandboxStartError(f"container for {spec.image!r} did not come up: {reason}") from e
+        except BaseException:
+            await sandbox.close()
+            raise
+        return sandbox
+
+    def _remove(self, sandbox: Sandbox) -> None:
+        import docker.errors
+
+        with contextlib.suppress(docker.errors.NotFound):
+            sandbox.handle.remove(force=True)
+        shutil.rmtree(self.runtime_dir / sandbox.id, ignore_errors=True)
+
+    async def destroy(self, sandbox: Sandbox) -> None:
+        await self._run(self._remove, sandbox)
+
+    def _state(self, sandbox: Sandbox) -> dict[str, Any] | None:
+        import docker.errors
+
+        try:
+            sandbox.handle.reload()
+        except docker.errors.NotFound:
+            return None
+        return sandbox.handle.attrs["State"]  # type: ignore[no-any-return]
+
+    async def is_running(self, sandbox: Sandbox) -> bool:
+        state = await self._run(self._state, sandbox)
+        return bool(state and state.get("Running"))
+
+    async def describe_death(self, sandbox: Sandbox) -> str:
+        state = await self._run(self._state, sandbox)
+        if state is None:
+            return "container was removed"
+        if state.get("Running"):
+            return "container is running but its server does not answer"
+        why = "OOM-killed" if state.get("OOMKilled") else f"exit code {state.get('ExitCode')}"
+        return f"container {state.get('Status')} ({why}){': ' + state['Error'] if state.get('Error') else ''}"
+
+    async def snapshot(self, sandbox: Sandbox) -> list[tuple[str, str]]:
+        resp = await sandbox._call("snapshot", timeout=300.0, paths=list(sandbox.spec.reset_paths))
+        return [tuple(pair) for pair in resp["restore"]]  # type: ignore[misc]
+
+    # ---- listing and reaping ------------------------------------------------------------
+    def _containers(self) -> list[Any]:
+        return list(self.client.containers.list(all=True, filters={"label": MANAGED_LABEL}))
+
+    def list(self) -> list[SandboxInfo]:
+        out = []
+        for c in self._containers():
+            labels = c.labels
+            out.append(
+                SandboxInfo(
+                    id=labels.get("arborl.sandbox_id", c.id),
+                    backend=self.name,
+                    status=c.status,
+                    image=",".join(c.image.tags) if c.image and c.image.tags else c.attrs["Config"]["Image"],
+                    owner_pid=int(labels[OWNER_PID]) if labels.get(OWNER_PID, "").isdigit() else None,
+                    owner_alive=owner_alive(labels),
+                    created=float(labels.get("arborl.created", 0) or 0),
+                    labels=labels,
+                )
+            )
+        return out
+
+    def reap(self, all_sandboxes: bool = False) -> list[str]:
+        import docker.errors
+
+        removed = []
+        for c in self._containers():
+            if all_sandboxes or not owner_alive(c.labels):
+                with contextlib.suppress(docker.errors.NotFound):
+                    c.remove(force=True)
+                sid = c.labels.get("arborl.sandbox_id", "")
+                if sid:
+                    shutil.rmtree(self.runtime_dir / sid, ignore_errors=True)
+                removed.append(sid or c.id)
+        return removed

@@ -1,0 +1,51 @@
+"""Typed sandbox errors. Each message says what happened and what to do next."""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Base class of every error the sandbox layer raises."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The backend cannot run on this machine (no Docker engine, no bubblewrap, no image)."""
+
+
+class SandboxStartError(SandboxError):
+    """A sandbox was asked for but did not come up."""
+
+
+class SandboxCrashed(SandboxError):
+    """The sandbox died (container exited or was killed, bwrap process gone) mid-operation.
+
+    The pool replaces crashed sandboxes; callers holding one should end the episode.
+    """
+
+    def __init__(self, sandbox_id: str, reason: str) -> None:
+        super().__init__(f"sandbox {sandbox_id} crashed: {reason}")
+        self.sandbox_id = sandbox_id
+        self.reason = reason
+
+
+class SandboxUnresponsive(SandboxError):
+    """The sandbox is alive but did not answer in time (its server is wedged)."""
+
+
+class SandboxOpError(SandboxError):
+    """An operation failed inside the sandbox (bad path, file too large, ...)."""
+
+
+class SandboxFileNotFound(SandboxOpError, FileNotFoundError):
+    """The path asked for does not exist in the sandbox."""
+
+
+class PoolTimeout(SandboxError, TimeoutError):
+    """No sandbox became free within the acquire timeout: raise `max_size` or the timeout."""
+
+
+class PoolClosed(SandboxError):
+    """The pool was closed; create a new one."""
+
+
+class ImageBuildError(SandboxError):
+    """Building a sandbox image failed; the message holds the tail of the build log."""

@@ -1,0 +1,62 @@
+"""Pick and build a backend from its config (a tagged union on `type`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from .base import DEFAULT_IMAGE, SandboxBackend
+from .docker import DockerBackend, DockerBackendConfig
+from .errors import SandboxUnavailable
+from .local import LocalBackend, LocalBackendConfig
+
+log = logging.getLogger(__name__)
+
+
+class AutoBackendConfig(BaseModel):
+    """Docker when an engine answers and the base image exists; otherwise the local backend."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["auto"] = "auto"
+    docker: DockerBackendConfig = Field(default_factory=DockerBackendConfig)
+    local: LocalBackendConfig = Field(default_factory=LocalBackendConfig)
+
+
+BackendConfig = Annotated[
+    DockerBackendConfig | LocalBackendConfig | AutoBackendConfig, Field(discriminator="type")
+]
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(BackendConfig)
+
+# One line per backend; a user backend registers its config type's tag and a constructor.
+BACKENDS: dict[str, Callable[[Any], SandboxBackend]] = {
+    "docker": DockerBackend,
+    "local": LocalBackend,
+}
+
+
+def _auto(config: AutoBackendConfig) -> SandboxBackend:
+    try:
+        backend = DockerBackend(config.docker)
+    except SandboxUnavailable as e:
+        log.info("no Docker engine (%s); using the local backend", e)
+        return LocalBackend(config.local)
+    from .images import image_exists
+
+    if image_exists(backend.client, DEFAULT_IMAGE):
+        return backend
+    log.info("Docker engine found but no %s image (run `arborl sandbox build`); using local", DEFAULT_IMAGE)
+    return LocalBackend(config.local)
+
+
+def make_backend(config: BackendConfig | Mapping[str, Any] | None = None) -> SandboxBackend:
+    """Build the backend a config names; `None` means `{"type": "auto"}`."""
+    cfg = _ADAPTER.validate_python(
+        dict(config) if isinstance(config, Mapping) else config or {"type": "auto"}
+    )
+    if isinstance(cfg, AutoBackendConfig):
+        return _auto(cfg)
+    return BACKENDS[cfg.type](cfg)

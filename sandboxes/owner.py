@@ -1,0 +1,41 @@
+"""Who made a sandbox, so a reaper can tell orphans from live ones.
+
+A sandbox is labelled with its owner's host, pid and the pid's start time (the start time
+guards against a recycled pid). An owner on this host whose pid is gone, or now belongs to
+another process, is dead: its sandboxes are orphans.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+
+OWNER_HOST = "arborl.owner_host"
+OWNER_PID = "arborl.owner_pid"
+OWNER_START = "arborl.owner_start"
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_labels() -> dict[str, str]:
+    pid = os.getpid()
+    return {OWNER_HOST: socket.gethostname(), OWNER_PID: str(pid), OWNER_START: _start_time(pid) or ""}
+
+
+def owner_alive(labels: Mapping[str, str]) -> bool:
+    """True unless the owner is known dead. Owners on other hosts count as alive."""
+    if labels.get(OWNER_HOST) != socket.gethostname():
+        return True
+    try:
+        pid = int(labels.get(OWNER_PID, ""))
+    except ValueError:
+        return False
+    start = _start_time(pid)
+    return start is not None and start == labels.get(OWNER_START, start)

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One-shot, idempotent setup of a fresh machine for arborl:
+#   system packages, a Docker engine (started if none answers), the Python environment
+#   (.venv, torch kept at the local CPU build), and the offline sandbox base image.
+# Each step is skipped when its result is already there. Run as root on Debian/Ubuntu.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+# ---- system packages --------------------------------------------------------------
+APT_PACKAGES=(docker.io debootstrap bubblewrap python3-pytest git patch)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" != 0 ]; then echo "need root to apt-get install ${missing[*]}" >&2; exit 1; fi
+  log "apt-get install ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# ---- Docker engine ----------------------------------------------------------------
+if ! docker info >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null; then
+    log "starting dockerd (log: /var/log/arborl-dockerd.log)"
+    setsid nohup dockerd >/var/log/arborl-dockerd.log 2>&1 < /dev/null &
+    for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  fi
+  docker info >/dev/null 2>&1 || log "no Docker engine: sandboxes will use the local (bubblewrap) backend"
+fi
+
+# ---- Python environment -------------------------------------------------------------
+PY=${PYTHON:-python3}
+stamp=.venv/.arborl-installed
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  "$PY" -m venv .venv
+fi
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  log "installing torch 2.13.0 (CPU build) then arborl and its dependencies (a few minutes)"
+  .venv/bin/pip install -q torch==2.13.0
+  .venv/bin/pip install -q -c constraints.txt -e '.[dev,triton]'
+  echo "$want" > "$stamp"
+fi
+.venv/bin/python - <<'PY'
+import torch, sys
+if not torch.__version__.startswith("2.13.0"):
+    sys.exit(f"torch {torch.__version__} was installed: only 2.13.0 (CPU) is allowed here")
+PY
+
+# ---- sandbox base image (offline) ---------------------------------------------------------
+if docker info >/dev/null 2>&1; then
+  .venv/bin/arborl sandbox build sandbox=docker
+fi
+log "ready"
