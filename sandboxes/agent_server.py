@@ -65,6 +65,30 @@ def _oom_kills() -> int:
     return -1
 
 
+def _extract_safely(tar: tarfile.TarFile, dest: str) -> None:
+    """Extract refusing absolute paths, `..` escapes, outside links and device nodes.
+
+    Uses tarfile's "data" filter where this Python has it (3.11.4+); Debian bookworm's
+    3.11.2 does not, so the same rules are checked here first.
+    """
+    root = os.path.realpath(dest)
+    for m in tar.getmembers():
+        target = os.path.realpath(os.path.join(root, m.name))
+        if os.path.isabs(m.name) or not (target == root or target.startswith(root + os.sep)):
+            raise ValueError(f"refusing archive member outside {dest}: {m.name!r}")
+        if m.issym() or m.islnk():
+            base = os.path.dirname(target) if m.issym() else root
+            link = os.path.realpath(os.path.join(base, m.linkname))
+            if os.path.isabs(m.linkname) or not link.startswith(root + os.sep):
+                raise ValueError(f"refusing link out of {dest}: {m.name!r} -> {m.linkname!r}")
+        if m.isdev():
+            raise ValueError(f"refusing device node {m.name!r}")
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+    else:
+        tar.extractall(dest)
+
+
 class _Capture:
     """Keeps the head and the tail of a stream, counting what falls in between.
 
@@ -104,8 +128,9 @@ class _Capture:
 
 
 class Server:
-    def __init__(self, socket_path: str, user: str | None, limits: dict) -> None:
+    def __init__(self, socket_path: str, user: str | None, limits: dict, own_pid_namespace: bool) -> None:
         self.socket_path = socket_path
+        self.own_pid_namespace = own_pid_namespace
         self.limits = limits
         self.user = user
         self.uid = self.gid = None
@@ -275,7 +300,7 @@ class Server:
         os.makedirs(dest, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(req["tar"]))) as tar:
             names = tar.getnames()
-            tar.extractall(dest, filter="data")  # "data" refuses absolute paths and ../ escapes
+            _extract_safely(tar, dest)
         if req.get("user") != "root" and self.uid is not None:
             for name in [".", *names]:
                 with contextlib.suppress(OSError):
@@ -323,19 +348,27 @@ class Server:
         return pids
 
     def _kill_everything_else(self) -> int:
-        """SIGKILL every process in the sandbox but PID 1 and this server; returns the count."""
+        """SIGKILL every process in the sandbox but PID 1 and this server; returns the count.
+
+        In its own PID namespace the server uses kill(-1): the kernel signals every process
+        but init and the caller in one pass under the tasklist lock, so a fork bomb cannot
+        slip a child past it. The /proc sweep then catches anything left (and is all there
+        is without a private PID namespace, where kill(-1) would reach the whole host).
+        """
         keep = {1, os.getpid(), os.getppid()}
-        killed = 0
-        for _ in range(500):  # a fork bomb refills while we sweep; each sweep shrinks it
+        before = len(self._live_pids(keep))
+        if self.own_pid_namespace:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
+        for _ in range(500):
             pids = self._live_pids(keep)
             if not pids:
                 break
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-                    killed += 1
             time.sleep(0.0005)
-        return killed
+        return before
 
     def op_reset(self, req: dict) -> dict:
         start = time.monotonic()
@@ -422,9 +455,14 @@ def main(argv: list[str]) -> None:
     p.add_argument("--socket", required=True)
     p.add_argument("--user", default=None, help="run commands as this user (server must be root)")
     p.add_argument("--limits", default="{}", help="JSON {nofile, fsize, as, nproc, core} rlimits")
+    p.add_argument(
+        "--own-pid-namespace",
+        action="store_true",
+        help="the sandbox has a private PID namespace: reset may use kill(-1)",
+    )
     a = p.parse_args(argv)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    Server(a.socket, a.user, json.loads(a.limits)).serve()
+    Server(a.socket, a.user, json.loads(a.limits), a.own_pid_namespace).serve()
 
 
 if __name__ == "__main__":

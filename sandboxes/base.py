@@ -9,6 +9,7 @@ serves both backends.
 from __future__ import annotations
 
 import abc
+import asyncio
 import base64
 import hashlib
 import io
@@ -126,7 +127,7 @@ class Sandbox:
         try:
             resp = await self.channel.request({"op": op, **args}, timeout=timeout)
         except ChannelClosed as e:
-            raise SandboxCrashed(self.id, await self.backend.describe_death(self) or str(e)) from e
+            raise SandboxCrashed(self.id, await self._death_reason(str(e))) from e
         except ChannelTimeout as e:
             if not await self.backend.is_running(self):
                 raise SandboxCrashed(self.id, await self.backend.describe_death(self)) from e
@@ -136,6 +137,14 @@ class Sandbox:
                 raise SandboxFileNotFound(resp["error"])
             raise SandboxOpError(f"{op} failed in sandbox {self.id[:12]}: {resp.get('error')}")
         return resp
+
+    async def _death_reason(self, fallback: str, wait_s: float = 3.0) -> str:
+        """Why the server went away. The connection drops a moment before the engine records
+        the exit, so give the backend a short while to see the death before describing it."""
+        deadline = time.monotonic() + wait_s
+        while await self.backend.is_running(self) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return await self.backend.describe_death(self) or fallback
 
     async def exec(
         self,

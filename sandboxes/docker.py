@@ -98,6 +98,7 @@ class DockerBackend(SandboxBackend):
                     SERVER_IN_CONTAINER,
                     "--socket",
                     f"{SOCKET_DIR_IN_CONTAINER}/agent.sock",
+                    "--own-pid-namespace",
                     "--user",
                     spec.user,
                     "--limits",

@@ -184,6 +184,7 @@ class LocalBackend(SandboxBackend):
             "/opt/arborl/agent_server.py",
             "--socket",
             "/run/arborl/agent.sock",
+            "--own-pid-namespace",  # --unshare-all gives it one
             "--limits",
             json.dumps(rlimits),
         ]
