@@ -137,8 +137,11 @@ class SandboxPool:
                 if self._idle[key]:
                     sb = self._idle[key].popleft()
                     break
-                if self._total < self.config.max_size or self._evict_idle_other(key):
+                if self._total < self.config.max_size:
                     self._total += 1
+                    sb = None
+                    break
+                if self._evict_idle_other(key):  # the victim's slot passes to us
                     sb = None
                     break
                 remaining = deadline - time.perf_counter()

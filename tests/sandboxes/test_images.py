@@ -1,0 +1,50 @@
+"""Offline images: task layers built on the base image with no network, cached by content."""
+
+from __future__ import annotations
+
+import docker
+import pytest
+
+from arborl.sandboxes import DEFAULT_IMAGE, ImageBuildError, SandboxSpec
+from arborl.sandboxes.images import BaseImageRecipe, build_base_image, build_layer, host_debian_mirror
+
+
+def test_base_image_is_cached_by_recipe(docker_backend):
+    client = docker_backend.client
+    tag = build_base_image(client, BaseImageRecipe())  # exists already: returns at once
+    assert client.images.get(tag).id == client.images.get(DEFAULT_IMAGE).id
+    assert BaseImageRecipe(packages=("python3",)).tag != BaseImageRecipe().tag
+    assert BaseImageRecipe(mirror="http://example.invalid/debian").tag == BaseImageRecipe().tag
+
+
+def test_host_mirror_is_a_debian_uri():
+    assert host_debian_mirror().rstrip("/").endswith("/debian")
+
+
+async def test_task_layer_builds_offline_and_is_reused(docker_backend):
+    client = docker_backend.client
+    context = {
+        "repo/lib.py": "def answer():\n    return 42\n",
+        "repo/test_lib.py": "from lib import answer\n\ndef test_answer():\n    assert answer() == 42\n",
+    }
+    steps = "COPY repo /workspace/repo\nRUN chown -R agent:agent /workspace/repo"
+    tag = build_layer(client, DEFAULT_IMAGE, steps, context, repository="arborl/test-task")
+    try:
+        created = client.images.get(tag).attrs["Created"]
+        assert build_layer(client, DEFAULT_IMAGE, steps, context, repository="arborl/test-task") == tag
+        assert client.images.get(tag).attrs["Created"] == created  # cache hit, no rebuild
+        changed = dict(context, **{"repo/lib.py": "def answer():\n    return 41\n"})
+        assert build_layer(client, DEFAULT_IMAGE, steps, changed, repository="arborl/test-task") != tag
+        async with await docker_backend.create(SandboxSpec(image=tag, workdir="/workspace/repo")) as sb:
+            res = await sb.exec("python3 -m pytest -q")
+            assert res.ok, res.output
+    finally:
+        for img in client.images.list("arborl/test-task"):
+            client.images.remove(img.id, force=True)
+
+
+def test_layer_build_has_no_network_and_reports_failure(docker_backend):
+    steps = "RUN python3 -c \"import socket; socket.create_connection(('172.17.0.1', 9), timeout=2)\""
+    with pytest.raises(ImageBuildError, match=r"unreachable|refused|timed out|Network"):
+        build_layer(docker_backend.client, DEFAULT_IMAGE, steps, None, repository="arborl/test-task")
+    assert not docker.from_env().images.list("arborl/test-task")

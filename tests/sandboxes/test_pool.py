@@ -1,0 +1,130 @@
+"""SandboxPool on real backends: warm reuse, bounds, replacement of the dead, no leaks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from arborl.sandboxes import PoolConfig, PoolTimeout, SandboxCrashed, SandboxPool, SandboxSpec
+
+SPEC = SandboxSpec(files={"/workspace/state.txt": "clean\n"})
+OTHER = SandboxSpec(files={"/workspace/state.txt": "other\n"})
+
+
+def pool_for(backend, **cfg) -> SandboxPool:
+    return SandboxPool(backend, PoolConfig(health_interval_s=0, reap_on_start=False, **cfg))
+
+
+async def test_warm_sandbox_is_reused_after_in_place_reset(backend):
+    async with pool_for(backend, max_size=2) as pool:
+        await pool.warm(SPEC, 1)
+        async with pool.acquire(SPEC) as sb:
+            first = sb.id
+            await sb.exec("echo dirty > state.txt; touch extra")
+        await pool.drain()
+        async with pool.acquire(SPEC) as sb:
+            assert sb.id == first  # the same sandbox, not a new one
+            assert (await sb.exec("cat state.txt; ls")).stdout == "clean\nstate.txt\n"
+        assert pool.metrics.count("create") == 1 and pool.metrics.count("reset") >= 1
+
+
+async def test_bounded_with_fifo_wait_and_timeout(backend):
+    async with pool_for(backend, max_size=2) as pool:
+        await pool.warm(SPEC, 2)
+        order: list[str] = []
+
+        async def hold(name: str, seconds: float) -> None:
+            async with pool.acquire(SPEC):
+                order.append(name)
+                await asyncio.sleep(seconds)
+
+        t1 = asyncio.create_task(hold("a", 0.6))
+        t2 = asyncio.create_task(hold("b", 0.6))
+        await asyncio.sleep(0.1)
+        with pytest.raises(PoolTimeout, match="max_size=2"):
+            async with pool.acquire(SPEC, timeout=0.2):
+                pass
+        waited = time.perf_counter()
+        await hold("c", 0)  # waits for a release, then gets the reset sandbox
+        waited = time.perf_counter() - waited
+        await asyncio.gather(t1, t2)
+        assert order == ["a", "b", "c"] and waited > 0.2
+        assert pool.stats()["alive"] == 2
+
+
+async def test_idle_sandbox_of_another_spec_is_evicted_when_full(backend):
+    async with pool_for(backend, max_size=1) as pool:
+        async with pool.acquire(OTHER) as sb:
+            other_id = sb.id
+        await pool.drain()
+        async with pool.acquire(SPEC, timeout=30) as sb:
+            assert sb.id != other_id
+            assert (await sb.exec("cat state.txt")).stdout == "clean\n"
+        await pool.drain()
+        assert pool.stats()["alive"] == 1
+
+
+async def test_crashed_sandbox_is_replaced(backend):
+    async with pool_for(backend, max_size=1) as pool:
+        with pytest.raises(SandboxCrashed):
+            async with pool.acquire(SPEC) as sb:
+                dead = sb.id
+                await backend.destroy(sb)  # the container / bwrap process dies under the episode
+                await sb.exec("echo hi")
+        await pool.drain()
+        async with pool.acquire(SPEC, timeout=30) as sb:
+            assert sb.id != dead and (await sb.exec("echo hi")).stdout == "hi\n"
+
+
+async def test_health_check_replaces_dead_idle_sandboxes_and_keeps_min_idle(backend):
+    async with pool_for(backend, max_size=3, min_idle=2) as pool:
+        await pool.warm(SPEC, 2)
+        idle = [sb for q in pool._idle.values() for sb in q]
+        await backend.destroy(idle[0])
+        assert await pool.check_health() == 1
+        await pool.drain()
+        assert sum(pool.stats()["idle"].values()) == 2  # topped back up to min_idle
+        async with pool.acquire(SPEC) as sb:
+            assert sb.id != idle[0].id
+
+
+HARNESS = textwrap.dedent(
+    """
+    import asyncio, sys
+    from arborl.sandboxes import PoolConfig, SandboxPool, SandboxSpec, make_backend
+
+    async def main():
+        pool = SandboxPool(make_backend({"type": sys.argv[1]}), PoolConfig(reap_on_start=False))
+        await pool.warm(SandboxSpec(), 2)
+        async with pool.acquire(SandboxSpec()) as sb:
+            print("READY", flush=True)
+            await sb.exec("sleep 600", timeout=700)
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.slow
+async def test_sigkilled_harness_leaves_no_orphans_after_restart(backend):
+    proc = subprocess.Popen([sys.executable, "-c", HARNESS, backend.name], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "READY"
+        mine = [i for i in backend.list() if i.owner_pid == proc.pid]
+        assert len(mine) == 2 and all(i.owner_alive for i in mine)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    orphans = [i for i in backend.list() if i.owner_pid == proc.pid]
+    assert len(orphans) == 2 and not any(i.owner_alive for i in orphans)
+    # A new harness starting its pool reaps them.
+    async with SandboxPool(backend, PoolConfig(health_interval_s=0)):
+        pass
+    assert [i for i in backend.list() if i.owner_pid == proc.pid] == []

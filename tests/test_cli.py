@@ -1,0 +1,52 @@
+"""The `arborl` command as a user runs it (a real subprocess, real sandboxes)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def arborl(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "arborl.cli.main", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_help_explains_commands_and_overrides():
+    res = arborl("--help")
+    assert res.returncode == 0
+    for word in ("sandbox", "demo", "config", "sandbox=auto|docker|local", "pool.max_size"):
+        assert word in res.stdout
+    assert arborl("sandbox", "--help").returncode == 0
+    assert arborl().returncode == 2  # no command: help, non-zero
+
+
+def test_config_composes_hydra_overrides():
+    res = arborl("config", "sandbox=local", "pool.max_size=3")
+    assert res.returncode == 0
+    assert "max_size: 3" in res.stdout and "type: local" in res.stdout
+    bad = arborl("config", "pool.no_such_key=1")
+    assert bad.returncode != 0 and "no_such_key" in bad.stderr
+
+
+def test_unknown_config_group_option_is_a_clear_error():
+    res = arborl("config", "sandbox=kubernetes")
+    assert res.returncode != 0 and "kubernetes" in res.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_demo_runs_end_to_end(backend, request):
+    request.getfixturevalue(f"{backend}_backend")  # skips (or fails in CI) if unavailable
+    res = arborl("demo", f"sandbox={backend}", "demo.episodes=6", "demo.concurrency=3")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "6/6 episodes fixed the bug" in res.stdout and "demo passed" in res.stdout
+
+
+def test_sandbox_ls_and_gc(local_backend):
+    res = arborl("sandbox", "ls", "sandbox=local")
+    assert res.returncode == 0 and "backend" in res.stdout
+    res = arborl("sandbox", "gc", "sandbox=local")
+    assert res.returncode == 0 and "orphans" in res.stdout
