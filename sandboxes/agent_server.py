@@ -23,6 +23,7 @@ import selectors
 import shutil
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -63,6 +64,18 @@ def _oom_kills() -> int:
         except OSError:
             continue
     return -1
+
+
+def _coarse_now() -> int:
+    """The clock file ctimes come from (coarse, up to a tick behind the precise one)."""
+    return time.clock_gettime_ns(getattr(time, "CLOCK_REALTIME_COARSE", 5))
+
+
+def _remove(path: str, st: os.stat_result) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
 
 
 def _extract_safely(tar: tarfile.TarFile, dest: str) -> None:
@@ -131,6 +144,7 @@ class Server:
     def __init__(self, socket_path: str, user: str | None, limits: dict, own_pid_namespace: bool) -> None:
         self.socket_path = socket_path
         self.own_pid_namespace = own_pid_namespace
+        self.marks: dict[str, int] = {}  # live path -> coarse time its last restore ended
         self.limits = limits
         self.user = user
         self.uid = self.gid = None
@@ -140,21 +154,18 @@ class Server:
             self.uid, self.gid, self.home = entry.pw_uid, entry.pw_gid, entry.pw_dir
 
     # ---- commands -------------------------------------------------------------------
-    def _preexec(self, as_root: bool):
-        limits = self.limits
-        uid, gid = self.uid, self.gid
+    def apply_limits(self) -> None:
+        """Set the rlimits on the server itself, so every command inherits them.
 
-        def setup() -> None:  # runs in the forked child, before exec
-            for name, value in limits.items():
-                if value:
-                    res = getattr(resource, f"RLIMIT_{name.upper()}")
-                    resource.setrlimit(res, (value, value))
-            if not as_root and uid is not None:
-                os.setgroups([])
-                os.setgid(gid)
-                os.setuid(uid)
-
-        return setup
+        Cheaper than a per-spawn preexec_fn (which forces a slow fork of this threaded
+        process: +1.5 ms per command, measured). Thread stacks are kept small so an
+        address-space limit leaves room for the server's own threads.
+        """
+        threading.stack_size(512 * 1024)
+        for name, value in self.limits.items():
+            if value:
+                res = getattr(resource, f"RLIMIT_{name.upper()}")
+                resource.setrlimit(res, (value, value))
 
     def op_exec(self, req: dict) -> dict:
         cmd = req["cmd"]
@@ -185,7 +196,11 @@ class Server:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=self._preexec(as_root),
+                **(
+                    {}
+                    if as_root or self.uid is None
+                    else {"user": self.uid, "group": self.gid, "extra_groups": []}
+                ),
             )
         except OSError as e:  # no such workdir, cannot fork (pids limit), ...
             return {
@@ -330,6 +345,8 @@ class Server:
                 self._chown(path)
             subprocess.run(["cp", "-a", "--", path, target], check=True)
             pairs.append([path, target])
+        mark = _coarse_now()
+        self.marks = {path: mark for path, _ in pairs}
         return {"ok": True, "restore": pairs}
 
     @staticmethod
@@ -374,23 +391,84 @@ class Server:
         start = time.monotonic()
         killed = self._kill_everything_else()
         t_kill = time.monotonic()
+        copied = 0
         for path, snap in req.get("restore") or []:
-            # Empty the live tree, then copy the snapshot's contents back in place.
-            if os.path.isdir(path) and not os.path.islink(path):
-                for name in os.listdir(path):
-                    full = os.path.join(path, name)
-                    if os.path.isdir(full) and not os.path.islink(full):
-                        shutil.rmtree(full, ignore_errors=True)
-                    else:
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(full)
-            subprocess.run(["cp", "-a", "--", snap + "/.", path], check=True)
+            try:
+                copied += self._sync_tree(snap, path, self.marks.get(path))
+            except OSError:
+                # Whatever went wrong (an odd file type, a half-deleted tree), start over.
+                shutil.rmtree(path, ignore_errors=True)
+                subprocess.run(["cp", "-a", "--", snap, path], check=True)
+                self.marks.pop(path, None)
+        mark = _coarse_now()
+        for path, _ in req.get("restore") or []:
+            self.marks[path] = mark
         return {
             "ok": True,
             "killed": killed,
             "kill_s": t_kill - start,
+            "restored": copied,
             "restore_s": time.monotonic() - t_kill,
         }
+
+    def _sync_tree(self, src: str, dst: str, mark: int | None) -> int:
+        """Make `dst` equal to the snapshot `src`; returns how many entries were copied.
+
+        An entry whose ctime is older than `mark` (the end of the previous restore) was not
+        touched since, and is kept as it is: restore costs O(changed files), and untouched
+        files keep their inodes, so `git status` does not re-hash the tree. ctime cannot be
+        set by users; renames, links, chmod and writes all advance it. Without a mark
+        (first reset) every file is copied.
+        """
+        try:
+            live = {e.name: e for e in os.scandir(dst)}
+        except FileNotFoundError:
+            os.mkdir(dst)
+            live = {}
+        copied = 0
+        for entry in os.scandir(src):
+            want = entry.stat(follow_symlinks=False)
+            target = os.path.join(dst, entry.name)
+            have_entry = live.pop(entry.name, None)
+            if have_entry is not None:
+                have = have_entry.stat(follow_symlinks=False)
+                same_kind = stat.S_IFMT(have.st_mode) == stat.S_IFMT(want.st_mode)
+                if same_kind and stat.S_ISDIR(want.st_mode):
+                    copied += self._sync_tree(entry.path, target, mark)
+                    self._copy_meta(want, target)
+                    continue
+                if same_kind and mark is not None and have.st_ctime_ns < mark:
+                    continue
+                _remove(target, have)
+            copied += self._copy_entry(entry.path, target, want)
+        for entry in live.values():
+            _remove(entry.path, entry.stat(follow_symlinks=False))
+        return copied
+
+    def _copy_entry(self, src: str, dst: str, st: os.stat_result) -> int:
+        if stat.S_ISLNK(st.st_mode):
+            os.symlink(os.readlink(src), dst)
+            with contextlib.suppress(OSError):
+                os.lchown(dst, st.st_uid, st.st_gid)
+            return 1
+        if stat.S_ISDIR(st.st_mode):
+            os.mkdir(dst)
+            n = self._sync_tree(src, dst, None)
+            self._copy_meta(st, dst)
+            return n + 1
+        if stat.S_ISREG(st.st_mode):
+            shutil.copyfile(src, dst)
+            self._copy_meta(st, dst)
+            return 1
+        subprocess.run(["cp", "-a", "--", src, dst], check=True)  # fifos, sockets: rare
+        return 1
+
+    @staticmethod
+    def _copy_meta(st: os.stat_result, path: str) -> None:
+        with contextlib.suppress(PermissionError):  # the local backend cannot chown (one uid)
+            os.chown(path, st.st_uid, st.st_gid)
+        os.chmod(path, stat.S_IMODE(st.st_mode))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
     def op_ping(self, req: dict) -> dict:
         procs = sum(1 for p in os.listdir("/proc") if p.isdigit())
@@ -462,7 +540,9 @@ def main(argv: list[str]) -> None:
     )
     a = p.parse_args(argv)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    Server(a.socket, a.user, json.loads(a.limits), a.own_pid_namespace).serve()
+    server = Server(a.socket, a.user, json.loads(a.limits), a.own_pid_namespace)
+    server.apply_limits()
+    server.serve()
 
 
 if __name__ == "__main__":

@@ -133,3 +133,23 @@ async def test_concurrent_commands_in_one_sandbox(sb):
 async def test_ping_reports_server(sb):
     info = await sb.ping()
     assert info["version"] == 1 and info["processes"] >= 1
+
+
+async def test_reset_sees_through_forged_mtimes_and_type_changes(sb):
+    # Same size, mtime put back: only ctime (which users cannot set) betrays the edit.
+    await sb.exec("cp -p hello.txt /tmp/ref; printf 'HELLO\\n' > hello.txt; touch -r /tmp/ref hello.txt")
+    await sb.exec("rm -r pkg && echo file > pkg; mkdir -p d && ln -s /etc/passwd d/link; chmod 600 hello.txt")
+    await sb.reset()
+    res = await sb.exec("cat hello.txt; cat pkg/mod.py; stat -c %a hello.txt; ls")
+    assert res.stdout.split("\n")[:4] == ["hello", "X = 1", "644", "hello.txt"]
+    assert "d" not in res.stdout.split()
+
+
+async def test_reset_keeps_untouched_files_as_they_are(sb):
+    await sb.reset()  # the module's first reset copies everything; later ones only the changes
+    ino = (await sb.exec("stat -c %i hello.txt pkg/mod.py")).stdout.split()
+    await sb.exec("echo changed > pkg/mod.py")
+    await sb.reset()
+    after = (await sb.exec("stat -c %i hello.txt pkg/mod.py; cat pkg/mod.py")).stdout.split()
+    assert after[0] == ino[0]  # untouched: same inode (git's stat cache stays valid)
+    assert after[2:] == ["X", "=", "1"]
