@@ -6,9 +6,10 @@ setup:
 	bash scripts/setup.sh
 run: setup
 	.venv/bin/arborl demo
-test: setup
+test: setup lint
 	.venv/bin/python -m pytest -ra
 bench: setup
 	.venv/bin/python bench/run.py
 lint:
-	.venv/bin/ruff check . && .venv/bin/ruff format --check .
+	.venv/bin/ruff check .
+	.venv/bin/mypy sandboxes cli

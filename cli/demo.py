@@ -64,7 +64,7 @@ async def run_demo(cfg: Any, console: Console) -> bool:
         stats = pool.stats()
     ok = all(r["bug_seen"] and r["fixed"] for r in results)
     table = Table("metric", "count", "p50 ms", "p99 ms", title="sandbox pool latency")
-    for name, s in stats["latency"].items():  # type: ignore[attr-defined]
+    for name, s in stats["latency"].items():
         table.add_row(name, f"{s['count']:.0f}", f"{s['p50_ms']:.1f}", f"{s['p99_ms']:.1f}")
     console.print(table)
     reused = len(results) - len({r["sandbox"] for r in results})

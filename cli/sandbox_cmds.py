@@ -65,7 +65,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     table = Table("backend", "id", "status", "image", "owner pid", "owner", "age")
     now = time.time()
     for backend in _backends(load_config(args.overrides)):
-        for info in backend.list():
+        for info in backend.list_sandboxes():
             age = f"{now - info.created:.0f}s" if info.created else "?"
             table.add_row(
                 info.backend,

@@ -147,7 +147,8 @@ class Server:
         self.marks: dict[str, int] = {}  # live path -> coarse time its last restore ended
         self.limits = limits
         self.user = user
-        self.uid = self.gid = None
+        self.uid: int | None = None
+        self.gid: int | None = None
         self.home = os.environ.get("HOME", "/")
         if user and os.getuid() == 0:
             entry = pwd.getpwnam(user)
@@ -196,11 +197,9 @@ class Server:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                **(
-                    {}
-                    if as_root or self.uid is None
-                    else {"user": self.uid, "group": self.gid, "extra_groups": []}
-                ),
+                user=None if as_root else self.uid,
+                group=None if as_root else self.gid,
+                extra_groups=None if as_root or self.uid is None else [],
             )
         except OSError as e:  # no such workdir, cannot fork (pids limit), ...
             return {
@@ -215,7 +214,7 @@ class Server:
                 "stdout_bytes": 0,
                 "stderr_bytes": 0,
             }
-        if stdin is not None:
+        if stdin is not None and proc.stdin is not None:
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.write(stdin.encode())
             proc.stdin.close()
@@ -246,6 +245,7 @@ class Server:
         background child holding its pipes returns once the command itself has exited and
         the pipes have been quiet for a moment, instead of waiting for the child.
         """
+        assert proc.stdout is not None and proc.stderr is not None
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ, out)
         sel.register(proc.stderr, selectors.EVENT_READ, err)
@@ -284,7 +284,7 @@ class Server:
 
     # ---- files ----------------------------------------------------------------------
     def _chown(self, path: str) -> None:
-        if self.uid is not None:
+        if self.uid is not None and self.gid is not None:
             os.chown(path, self.uid, self.gid)
 
     def op_read_file(self, req: dict) -> dict:
@@ -316,7 +316,7 @@ class Server:
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(req["tar"]))) as tar:
             names = tar.getnames()
             _extract_safely(tar, dest)
-        if req.get("user") != "root" and self.uid is not None:
+        if req.get("user") != "root" and self.uid is not None and self.gid is not None:
             for name in [".", *names]:
                 with contextlib.suppress(OSError):
                     os.lchown(os.path.join(dest, name), self.uid, self.gid)

@@ -275,7 +275,7 @@ class SandboxBackend(abc.ABC):
         """Copy the reset paths aside; returns (live path, copy) pairs the server restores."""
 
     @abc.abstractmethod
-    def list(self) -> list[SandboxInfo]:
+    def list_sandboxes(self) -> list[SandboxInfo]:
         """Every sandbox this backend made on this host, alive or not."""
 
     @abc.abstractmethod

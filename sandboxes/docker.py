@@ -172,7 +172,7 @@ class DockerBackend(SandboxBackend):
             sandbox.handle.reload()
         except docker.errors.NotFound:
             return None
-        return sandbox.handle.attrs["State"]  # type: ignore[no-any-return]
+        return sandbox.handle.attrs["State"]
 
     async def is_running(self, sandbox: Sandbox) -> bool:
         state = await self._run(self._state, sandbox)
@@ -189,13 +189,13 @@ class DockerBackend(SandboxBackend):
 
     async def snapshot(self, sandbox: Sandbox) -> list[tuple[str, str]]:
         resp = await sandbox._call("snapshot", timeout=300.0, paths=list(sandbox.spec.reset_paths))
-        return [tuple(pair) for pair in resp["restore"]]  # type: ignore[misc]
+        return [(live, copy) for live, copy in resp["restore"]]
 
     # ---- listing and reaping ------------------------------------------------------------
     def _containers(self) -> list[Any]:
         return list(self.client.containers.list(all=True, filters={"label": MANAGED_LABEL}))
 
-    def list(self) -> list[SandboxInfo]:
+    def list_sandboxes(self) -> list[SandboxInfo]:
         out = []
         for c in self._containers():
             labels = c.labels

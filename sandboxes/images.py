@@ -207,6 +207,6 @@ def build_layer(
             labels={"arborl.content": digest},
         )
     except docker.errors.BuildError as e:
-        lines = [c.get("stream", c.get("error", "")) for c in e.build_log if isinstance(c, dict)]
+        lines = [str(c.get("stream") or c.get("error") or "") for c in e.build_log if isinstance(c, dict)]
         raise ImageBuildError(f"building {tag} failed: {e.msg}\n{''.join(lines)[-3000:]}") from e
     return tag

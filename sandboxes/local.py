@@ -280,7 +280,7 @@ class LocalBackend(SandboxBackend):
                 out.append((root, json.loads((root / "meta.json").read_text())))
         return out
 
-    def list(self) -> list[SandboxInfo]:
+    def list_sandboxes(self) -> list[SandboxInfo]:
         infos = []
         for _root, meta in self._entries():
             pid = int(meta.get("arborl.bwrap_pid", 0))

@@ -130,6 +130,7 @@ class SandboxPool:
         self._specs[key] = spec
         start = time.perf_counter()
         deadline = start + (timeout if timeout is not None else self.config.acquire_timeout_s)
+        sb: Sandbox | None = None
         async with self._cond:
             while True:
                 if self._closed:
@@ -139,10 +140,8 @@ class SandboxPool:
                     break
                 if self._total < self.config.max_size:
                     self._total += 1
-                    sb = None
                     break
                 if self._evict_idle_other(key):  # the victim's slot passes to us
-                    sb = None
                     break
                 remaining = deadline - time.perf_counter()
                 if remaining <= 0:

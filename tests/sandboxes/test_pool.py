@@ -117,14 +117,14 @@ async def test_sigkilled_harness_leaves_no_orphans_after_restart(backend):
     proc = subprocess.Popen([sys.executable, "-c", HARNESS, backend.name], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "READY"
-        mine = [i for i in backend.list() if i.owner_pid == proc.pid]
+        mine = [i for i in backend.list_sandboxes() if i.owner_pid == proc.pid]
         assert len(mine) == 2 and all(i.owner_alive for i in mine)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    orphans = [i for i in backend.list() if i.owner_pid == proc.pid]
+    orphans = [i for i in backend.list_sandboxes() if i.owner_pid == proc.pid]
     assert len(orphans) == 2 and not any(i.owner_alive for i in orphans)
     # A new harness starting its pool reaps them.
     async with SandboxPool(backend, PoolConfig(health_interval_s=0)):
         pass
-    assert [i for i in backend.list() if i.owner_pid == proc.pid] == []
+    assert [i for i in backend.list_sandboxes() if i.owner_pid == proc.pid] == []
