@@ -48,3 +48,11 @@ def local_backend():
 def backend(request):
     """Each test using this runs once per backend."""
     return request.getfixturevalue(f"{request.param}_backend")
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    """Path of the tiny chat model (built on first use, ~15 s; cached under ~/.cache/arborl)."""
+    from arborl.agents.tiny import ensure_tiny_model
+
+    return ensure_tiny_model()

@@ -1,0 +1,90 @@
+"""The locally built tiny model loads through the real from_pretrained code."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from arborl.agents.tiny import MARKUP_TOKENS, SPECIAL_TOKENS, TinyModelConfig, ensure_tiny_model
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "calc",
+            "description": "evaluate arithmetic",
+            "parameters": {
+                "type": "object",
+                "properties": {"expr": {"type": "string"}},
+                "required": ["expr"],
+            },
+        },
+    }
+]
+CONVERSATION = [
+    {"role": "user", "content": "What is 2+3?"},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"type": "function", "function": {"name": "calc", "arguments": {"expr": "2+3"}}}],
+    },
+    {"role": "tool", "content": "5"},
+    {"role": "assistant", "content": "The answer is 5."},
+]
+
+
+def render(tok, messages, **kw) -> str:
+    return tok.apply_chat_template(messages, tools=TOOLS, tokenize=False, **kw)
+
+
+def test_loads_by_path_and_markers_are_single_tokens(tiny_model):
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    assert model.config.hidden_size // model.config.num_attention_heads == 32  # vLLM-compatible
+    assert model.config.vocab_size == len(tok) == TinyModelConfig().vocab_size
+    for marker in SPECIAL_TOKENS + MARKUP_TOKENS:
+        assert len(tok.encode(marker, add_special_tokens=False)) == 1, marker
+    assert tok.eos_token == "<|im_end|>" and model.generation_config.eos_token_id == tok.eos_token_id
+    text = "def add(a, b):\n    return a + b\n"
+    assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
+    ids = tok(text, return_tensors="pt")
+    out = model.generate(**ids, max_new_tokens=8, do_sample=False)
+    assert out.shape[1] > ids["input_ids"].shape[1]
+    assert torch.isfinite(model(**ids).logits).all()
+
+
+def test_chat_template_renders_tools_and_tool_turns(tiny_model):
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    text = render(tok, CONVERSATION)
+    tools_block = text.split("<tools>\n")[1].split("\n</tools>")[0]
+    assert [json.loads(line) for line in tools_block.splitlines()] == TOOLS
+    assert '<tool_call>\n{"name": "calc", "arguments": {"expr": "2+3"}}\n</tool_call><|im_end|>' in text
+    assert "<|im_start|>tool\n<tool_response>\n5\n</tool_response><|im_end|>\n" in text
+    assert text.endswith("<|im_start|>assistant\nThe answer is 5.<|im_end|>\n")
+
+
+def test_chat_template_is_append_only(tiny_model):
+    """Each assistant turn = the prefix's generation prompt + what the model emits + EOS + "\\n"."""
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    for k, msg in enumerate(CONVERSATION):
+        if msg["role"] != "assistant" or msg.get("tool_calls"):
+            continue
+        prefix = render(tok, CONVERSATION[:k], add_generation_prompt=True)
+        assert render(tok, CONVERSATION[: k + 1]) == prefix + msg["content"] + tok.eos_token + "\n"
+    for k in range(1, len(CONVERSATION)):
+        assert render(tok, CONVERSATION[: k + 1]).startswith(render(tok, CONVERSATION[:k]))
+
+
+def test_build_is_cached_by_config(tiny_model, tmp_path):
+    again = ensure_tiny_model()
+    assert (
+        again == tiny_model
+        and (again / "model.safetensors").stat().st_mtime
+        == (tiny_model / "model.safetensors").stat().st_mtime
+    )
+    small = TinyModelConfig(vocab_size=600, corpus_bytes=200_000)
+    assert small.digest() != TinyModelConfig().digest()
+    path = ensure_tiny_model(tmp_path / "m", small)
+    assert len(AutoTokenizer.from_pretrained(path)) == 600
