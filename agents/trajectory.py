@@ -1,0 +1,273 @@
+"""Token-level, turn-level trajectories: what the agent hands to the trainer.
+
+A trajectory is one token sequence, built by appending and never re-tokenized:
+
+    prompt ids | turn 1 response | turn 1 observation | turn 2 response | ... | turn T response
+    loss_mask:  | 0 0 0 0 0 0 0 | 1 1 1 1 1 1 1 1 1 1 | 0 0 0 0 0 0 0 0 0 | 1 1 1 1 1 | ... | 1 1 1
+    logprobs:   | 0 ...         | behaviour log-probs | 0 ...             | log-probs  | ... |
+    version:    | -1 ...        | policy version      | -1 ...            | version    | ... |
+
+- `response_ids` are exactly the ids the engine sampled (loss mask 1, behaviour log-probs and
+  the policy version that produced each token).
+- `observation_ids` are the template-formatted ids of what came back (end-of-turn delimiter,
+  tool results, the next generation prompt): loss mask 0.
+- `Turn.reward` is the step reward; `Trajectory.outcome_reward` the episode's.
+
+`TrajectoryTree` holds tree rollouts: each node is one `Turn` whose prefix is its ancestors'
+turns, so shared prefixes are stored (and were generated) once; `leaves()` flattens it into
+ordinary trajectories that share a `group_id`.
+
+Parquet I/O (`write_trajectories` / `read_trajectories`) uses a versioned pyarrow schema and
+writes atomically (temporary file, then rename), so a crash never leaves a torn file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(slots=True)
+class Turn:
+    """One model turn and the environment's answer to it."""
+
+    response_ids: list[int]
+    response_logprobs: list[float]
+    observation_ids: list[int] = field(default_factory=list)
+    policy_versions: list[int] = field(default_factory=list)  # per response token
+    reward: float = 0.0
+    env_state_hash: str = ""
+    finish_reason: str = "stop"  # stop | length
+    tool_call_ok: bool | None = None
+    gen_s: float = 0.0
+    env_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if len(self.response_logprobs) != len(self.response_ids):
+            raise ValueError(
+                f"{len(self.response_ids)} response ids but {len(self.response_logprobs)} log-probs"
+            )
+        if self.policy_versions and len(self.policy_versions) != len(self.response_ids):
+            raise ValueError("policy_versions must have one entry per response token")
+
+
+@dataclass(slots=True)
+class Trajectory:
+    """An episode as tokens. See the module docstring for the layout and masks."""
+
+    prompt_ids: list[int]
+    turns: list[Turn] = field(default_factory=list)
+    task_id: str = ""
+    group_id: str = ""
+    traj_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    outcome_reward: float = 0.0
+    terminated: bool = False
+    truncation: str | None = None  # max_turns | max_tokens | context_overflow | env_error | None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids) + sum(len(t.response_ids) + len(t.observation_ids) for t in self.turns)
+
+    def _layout(
+        self,
+        prompt: Sequence[float],
+        response: Callable[[Turn], Sequence[float]],
+        observation: Callable[[Turn], Sequence[float]],
+        dtype: Any,
+    ) -> np.ndarray:
+        parts = [np.asarray(prompt, dtype=dtype)]
+        for t in self.turns:
+            parts += [np.asarray(response(t), dtype=dtype), np.asarray(observation(t), dtype=dtype)]
+        return np.concatenate(parts)
+
+    def token_ids(self) -> np.ndarray:
+        """All ids, prompt first (int64)."""
+        return self._layout(self.prompt_ids, lambda t: t.response_ids, lambda t: t.observation_ids, np.int64)
+
+    def loss_mask(self) -> np.ndarray:
+        """1 on tokens the model sampled, 0 on prompt and environment tokens (int8)."""
+        return self._layout(
+            [0] * len(self.prompt_ids),
+            lambda t: [1] * len(t.response_ids),
+            lambda t: [0] * len(t.observation_ids),
+            np.int8,
+        )
+
+    def behavior_logprobs(self) -> np.ndarray:
+        """Log-prob of each sampled token under the behaviour policy; 0 elsewhere (float32)."""
+        return self._layout(
+            [0.0] * len(self.prompt_ids),
+            lambda t: t.response_logprobs,
+            lambda t: [0.0] * len(t.observation_ids),
+            np.float32,
+        )
+
+    def policy_versions(self) -> np.ndarray:
+        """Policy version that sampled each token; -1 on prompt/environment tokens (int32)."""
+        return self._layout(
+            [-1] * len(self.prompt_ids),
+            lambda t: t.policy_versions or [-1] * len(t.response_ids),
+            lambda t: [-1] * len(t.observation_ids),
+            np.int32,
+        )
+
+    def turn_spans(self) -> list[tuple[int, int]]:
+        """[start, end) of each turn's response within `token_ids()`."""
+        spans, pos = [], len(self.prompt_ids)
+        for t in self.turns:
+            spans.append((pos, pos + len(t.response_ids)))
+            pos += len(t.response_ids) + len(t.observation_ids)
+        return spans
+
+    @property
+    def num_response_tokens(self) -> int:
+        return sum(len(t.response_ids) for t in self.turns)
+
+
+@dataclass(slots=True)
+class TreeNode:
+    """A turn in a rollout tree; `parent` is -1 for children of the root prompt."""
+
+    turn: Turn
+    parent: int = -1
+    terminal: bool = False
+    outcome_reward: float | None = None  # set on leaves
+    truncation: str | None = None
+
+
+@dataclass(slots=True)
+class TrajectoryTree:
+    """Tree rollouts: one prompt, turns branching into children; shared prefixes stored once."""
+
+    prompt_ids: list[int]
+    nodes: list[TreeNode] = field(default_factory=list)
+    task_id: str = ""
+    group_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def add(self, turn: Turn, parent: int = -1) -> int:
+        if parent >= len(self.nodes):
+            raise IndexError(f"parent {parent} does not exist ({len(self.nodes)} nodes)")
+        self.nodes.append(TreeNode(turn, parent))
+        return len(self.nodes) - 1
+
+    def children(self, node: int) -> list[int]:
+        return [i for i, n in enumerate(self.nodes) if n.parent == node]
+
+    def path(self, node: int) -> list[int]:
+        """Node ids from the root's child down to `node`."""
+        out = []
+        while node != -1:
+            out.append(node)
+            node = self.nodes[node].parent
+        return out[::-1]
+
+    def leaf_ids(self) -> list[int]:
+        parents = {n.parent for n in self.nodes}
+        return [i for i in range(len(self.nodes)) if i not in parents]
+
+    def leaves(self) -> list[Trajectory]:
+        """One trajectory per leaf (same group id), for training on the flattened tree."""
+        out = []
+        for leaf in self.leaf_ids():
+            node = self.nodes[leaf]
+            out.append(
+                Trajectory(
+                    prompt_ids=list(self.prompt_ids),
+                    turns=[self.nodes[i].turn for i in self.path(leaf)],
+                    task_id=self.task_id,
+                    group_id=self.group_id,
+                    traj_id=f"{self.group_id}-{leaf}",
+                    outcome_reward=node.outcome_reward or 0.0,
+                    terminated=node.terminal,
+                    truncation=node.truncation,
+                )
+            )
+        return out
+
+    def generated_tokens(self) -> int:
+        """Tokens actually sampled for the whole tree (each shared prefix counted once)."""
+        return sum(len(n.turn.response_ids) for n in self.nodes)
+
+
+# ---- Parquet ----------------------------------------------------------------------------------
+_TURN = pa.struct(
+    [
+        ("response_ids", pa.list_(pa.int32())),
+        ("response_logprobs", pa.list_(pa.float32())),
+        ("observation_ids", pa.list_(pa.int32())),
+        ("policy_versions", pa.list_(pa.int32())),
+        ("reward", pa.float64()),
+        ("env_state_hash", pa.string()),
+        ("finish_reason", pa.string()),
+        ("tool_call_ok", pa.bool_()),
+        ("gen_s", pa.float64()),
+        ("env_s", pa.float64()),
+    ]
+)
+SCHEMA = pa.schema(
+    [
+        ("traj_id", pa.string()),
+        ("task_id", pa.string()),
+        ("group_id", pa.string()),
+        ("prompt_ids", pa.list_(pa.int32())),
+        ("turns", pa.list_(_TURN)),
+        ("outcome_reward", pa.float64()),
+        ("terminated", pa.bool_()),
+        ("truncation", pa.string()),
+        ("metrics", pa.map_(pa.string(), pa.float64())),
+    ],
+    metadata={b"arborl.trajectory_schema": str(SCHEMA_VERSION).encode()},
+)
+
+
+def _row(t: Trajectory) -> dict[str, Any]:
+    return {
+        "traj_id": t.traj_id,
+        "task_id": t.task_id,
+        "group_id": t.group_id,
+        "prompt_ids": t.prompt_ids,
+        "turns": [dataclasses.asdict(turn) for turn in t.turns],
+        "outcome_reward": t.outcome_reward,
+        "terminated": t.terminated,
+        "truncation": t.truncation,
+        "metrics": list(t.metrics.items()),
+    }
+
+
+def write_trajectories(path: str | Path, trajectories: Sequence[Trajectory]) -> Path:
+    """Write one Parquet file atomically (a crash leaves the old file or none, never half)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist([_row(t) for t in trajectories], schema=SCHEMA)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def read_trajectories(paths: str | Path | Iterable[str | Path]) -> list[Trajectory]:
+    """Read trajectories from one file, or several; refuses files of a newer schema."""
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    out = []
+    for p in paths:
+        table = pq.read_table(p)
+        version = int((table.schema.metadata or {}).get(b"arborl.trajectory_schema", b"0"))
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"{p} has trajectory schema v{version}; this arborl reads v{SCHEMA_VERSION}")
+        for row in table.to_pylist():
+            turns = [Turn(**turn) for turn in row.pop("turns")]
+            row["metrics"] = dict(row["metrics"] or [])
+            out.append(Trajectory(turns=turns, **row))
+    return out
