@@ -1,0 +1,110 @@
+"""Trajectories → verl `DataProto`, in the layout verl's own agent loop produces.
+
+    input_ids:       | pad pad p p p | r r r o o o r r | pad pad |
+    attention_mask:  |  0   0  1 1 1 | 1 1 1 1 1 1 1 1 |  0   0  |
+    prompts:         | pad pad p p p |                           (left-padded)
+    responses:                       | r r r o o o r r | pad pad |  (right-padded)
+    response_mask:                   | 1 1 1 0 0 0 1 1 |  0   0  |  (loss mask: model tokens)
+    rollout_log_probs:               | l l l 0 0 0 l l |  0   0  |  (behaviour log-probs)
+    policy_versions:                 | v v v-1-1-1 v v | -1  -1  |  (who sampled each token)
+    token_level_scores:              | 0 0 a 0 0 0 0 b |  0   0  |  (turn reward on a turn's last
+                                                                      token; outcome added on the last)
+
+`r` are sampled tokens, `o` environment tokens (tool results, delimiters). Everything after the
+prompt is the "response", as in verl's multi-turn agent loop, so verl's advantage estimators,
+policy losses and `agg_loss` apply to it unchanged. `non_tensor_batch["uid"]` holds the group
+id (what GRPO normalises over), plus `traj_id` and `task_id`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from verl import DataProto
+from verl.utils.model import compute_position_id_with_mask
+
+from arborl.agents.trajectory import Trajectory
+
+
+class BatchOverflowError(ValueError):
+    """A trajectory is longer than the batch allows; it should have been truncated at rollout."""
+
+
+def trajectories_to_dataproto(
+    trajectories: Sequence[Trajectory],
+    pad_token_id: int,
+    max_prompt_length: int | None = None,
+    max_response_length: int | None = None,
+) -> DataProto:
+    """Pack trajectories into one DataProto (see the module docstring for the layout).
+
+    Lengths default to the longest prompt / response in the batch; a trajectory longer than
+    an explicit limit raises BatchOverflowError instead of being cut silently.
+    """
+    if not trajectories:
+        raise ValueError("no trajectories to pack")
+    prompts = [np.asarray(t.prompt_ids, dtype=np.int64) for t in trajectories]
+    cols = [_response_columns(t) for t in trajectories]
+    p_len = max_prompt_length or max(len(p) for p in prompts)
+    r_len = max_response_length or max(len(c[0]) for c in cols)
+    n = len(trajectories)
+
+    prompt_ids = torch.full((n, p_len), pad_token_id, dtype=torch.int64)
+    prompt_att = torch.zeros((n, p_len), dtype=torch.int64)
+    resp = torch.full((n, r_len), pad_token_id, dtype=torch.int64)
+    resp_att = torch.zeros((n, r_len), dtype=torch.int64)
+    mask = torch.zeros((n, r_len), dtype=torch.int64)
+    logp = torch.zeros((n, r_len), dtype=torch.float32)
+    versions = torch.full((n, r_len), -1, dtype=torch.int32)
+    scores = torch.zeros((n, r_len), dtype=torch.float32)
+    for i, (t, p, (ids, m, lp, ver, sc)) in enumerate(zip(trajectories, prompts, cols, strict=True)):
+        if len(p) > p_len or len(ids) > r_len:
+            raise BatchOverflowError(
+                f"trajectory {t.traj_id}: prompt {len(p)} / response {len(ids)} tokens exceed the batch's "
+                f"{p_len} / {r_len}; truncate at rollout (token budget) or raise the limits"
+            )
+        prompt_ids[i, p_len - len(p) :] = torch.from_numpy(p)
+        prompt_att[i, p_len - len(p) :] = 1
+        k = len(ids)
+        resp[i, :k], resp_att[i, :k] = torch.from_numpy(ids), 1
+        mask[i, :k], logp[i, :k] = torch.from_numpy(m), torch.from_numpy(lp)
+        versions[i, :k], scores[i, :k] = torch.from_numpy(ver), torch.from_numpy(sc)
+
+    attention = torch.cat([prompt_att, resp_att], dim=1)
+    tensors = {
+        "prompts": prompt_ids,
+        "responses": resp,
+        "response_mask": mask,
+        "input_ids": torch.cat([prompt_ids, resp], dim=1),
+        "attention_mask": attention,
+        "position_ids": compute_position_id_with_mask(attention),
+        "rollout_log_probs": logp,
+        "policy_versions": versions,
+        "token_level_scores": scores,
+    }
+    non_tensors = {
+        "uid": np.array([t.group_id or t.traj_id for t in trajectories], dtype=object),
+        "traj_id": np.array([t.traj_id for t in trajectories], dtype=object),
+        "task_id": np.array([t.task_id for t in trajectories], dtype=object),
+    }
+    return DataProto.from_dict(
+        tensors=tensors, non_tensors=non_tensors, meta_info={"pad_token_id": pad_token_id}
+    )
+
+
+def _response_columns(t: Trajectory) -> tuple[np.ndarray, ...]:
+    """The after-prompt part of each per-token column, plus rewards placed on turn ends."""
+    start = len(t.prompt_ids)
+    ids, mask = t.token_ids()[start:], t.loss_mask()[start:].astype(np.int64)
+    logp, versions = t.behavior_logprobs()[start:], t.policy_versions()[start:]
+    scores = np.zeros(len(ids), dtype=np.float32)
+    spans = [(a - start, b - start) for a, b in t.turn_spans()]
+    for (_, end), turn in zip(spans, t.turns, strict=True):
+        if end > 0:
+            scores[end - 1] += turn.reward
+    last_model = next((end for _, end in reversed(spans) if end > 0), 0)
+    if last_model:
+        scores[last_model - 1] += t.outcome_reward
+    return ids, mask, logp, versions, scores
