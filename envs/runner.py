@@ -1,0 +1,121 @@
+"""Step many envs concurrently on one event loop (no process per env).
+
+    episodes = await run_episodes(envs, policy, tasks, max_turns=30)
+    episodes = run_episodes_sync(envs, policy, tasks)       # from sync code
+
+Each env is a worker taking the next task from a shared queue, so 64 tasks on 8 envs run
+8 at a time; with envs over one `SandboxPool` the pool bounds the sandboxes. A policy is
+`async (messages, info) -> reply` (a sync callable works too); it sees the conversation so
+far. A policy or env error ends that episode (recorded in `Episode.error`), not the run,
+and the env's sandbox goes back to the pool after every episode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium
+
+from .aio import afinish, arelease, areset, astep
+from .runtime import get_runtime
+
+log = logging.getLogger(__name__)
+Policy = Callable[[list[dict[str, str]], dict[str, Any]], Awaitable[str] | str]
+
+
+@dataclass
+class Episode:
+    """One finished episode."""
+
+    task_id: str
+    messages: list[dict[str, str]] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    infos: list[dict[str, Any]] = field(default_factory=list)
+    terminated: bool = False
+    truncated: bool = False
+    error: str | None = None
+
+    @property
+    def total_reward(self) -> float:
+        return float(sum(self.rewards))
+
+    @property
+    def turns(self) -> int:
+        return len(self.rewards)
+
+
+async def _reply(policy: Policy, messages: list[dict[str, str]], info: dict[str, Any]) -> str:
+    out = policy(list(messages), info)
+    return await out if inspect.isawaitable(out) else out
+
+
+async def run_episode(
+    env: gymnasium.Env, policy: Policy, task: Any = None, *, max_turns: int = 50, seed: int | None = None
+) -> Episode:
+    """Run one episode to its end (or `max_turns`, then scored like a turn limit)."""
+    task_id = getattr(task, "id", None) or (task.get("id") if isinstance(task, dict) else None) or ""
+    ep = Episode(task_id=str(task_id))
+    try:
+        obs, info = await areset(env, seed=seed, options={"task": task} if task is not None else None)
+        ep.messages.extend(obs)
+        ep.infos.append(info)
+        for _ in range(max_turns):
+            reply = await _reply(policy, ep.messages, info)
+            ep.messages.append({"role": "assistant", "content": reply})
+            obs, reward, terminated, truncated, info = await astep(env, reply)
+            ep.messages.extend(obs)
+            ep.rewards.append(float(reward))
+            ep.infos.append(info)
+            if terminated or truncated:
+                ep.terminated, ep.truncated = bool(terminated), bool(truncated)
+                break
+        else:
+            bonus, extra = await afinish(env)
+            if ep.rewards:
+                ep.rewards[-1] += bonus
+            ep.infos[-1] = {**ep.infos[-1], **extra, "truncated_by": "runner_max_turns"}
+            ep.truncated = True
+    except Exception as e:
+        log.warning("episode of %s failed: %s: %s", ep.task_id, type(e).__name__, e)
+        ep.error = f"{type(e).__name__}: {e}"
+        ep.truncated = True
+        try:
+            await afinish(env)
+        except Exception as e2:  # the env is in trouble already; the episode is recorded
+            log.debug("finishing the failed episode also failed: %s", e2)
+    finally:
+        await arelease(env)
+    return ep
+
+
+async def run_episodes(
+    envs: Sequence[gymnasium.Env], policy: Policy, tasks: Iterable[Any], *, max_turns: int = 50
+) -> list[Episode]:
+    """Run every task on the first free env, `len(envs)` at a time; results in task order."""
+    queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+    for item in enumerate(tasks):
+        queue.put_nowait(item)
+    results: dict[int, Episode] = {}
+
+    async def worker(env: gymnasium.Env) -> None:
+        while True:
+            try:
+                i, task = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            results[i] = await run_episode(env, policy, task, max_turns=max_turns)
+
+    await asyncio.gather(*(worker(env) for env in envs))
+    return [results[i] for i in sorted(results)]
+
+
+def run_episodes_sync(
+    envs: Sequence[gymnasium.Env], policy: Policy, tasks: Iterable[Any], *, max_turns: int = 50
+) -> list[Episode]:
+    """`run_episodes` from sync code, on the env runtime loop (where default pools live)."""
+    return get_runtime().run(run_episodes(envs, policy, list(tasks), max_turns=max_turns))

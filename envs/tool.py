@@ -1,0 +1,226 @@
+"""`arborl/Tool-v0`: function calling with JSON-schema tools, scored by a verifier.
+
+Tools of an episode: the task's own (`ToolTask.tools`: Python run in the sandbox, or a
+trusted host function) plus built-ins: `python` (runs code in a sandbox, leased on first
+use, so tasks that never run code never take one), `search` (BM25 over the corpus shipped
+with the task suite) and `final_answer`. The episode ends when the model calls
+`final_answer` or replies without a tool call (that reply, or its `<answer>...</answer>`
+part, is the answer); the task's verifier scores it: `exact`, `numeric`, `contains`, or a
+user function.
+
+The state hash is a hash of the set of (tool, arguments, result) triples seen so far:
+trajectories that gathered the same information share it, whatever the order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import re
+from typing import Any, ClassVar
+
+from arborl.sandboxes import SandboxSpec
+from arborl.tasks import ToolDecl, ToolTask
+
+from .agentic import ToolCallingEnv
+from .base import Step, TaskError, stable_hash
+from .code_tools import format_exec
+from .parsers import ToolCall
+from .search import BM25, index_for_docs, index_for_path
+from .tools import Tool, ToolBox, ToolResult
+from .verifiers import score
+
+SYSTEM_PROMPT = (
+    "Answer the user's question. Call the tools when they help. When you know the answer, "
+    "reply without a tool call, giving the final answer inside <answer></answer>."
+)
+
+DEFAULT_TASK = ToolTask(
+    id="arborl/multiply",
+    question="What is 1234 * 5678?",
+    answer=7006652,
+    verifier="numeric",
+)
+
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_RUNNER = """import json, sys
+req = json.loads(sys.stdin.read())
+ns = {"__name__": "__arborl_tool__"}
+exec(compile(req["source"], "<tool %s>" % req["name"], "exec"), ns)
+result = ns[req["name"]](**req["args"])
+if result is not None:
+    print(result if isinstance(result, str) else json.dumps(result, default=str))
+"""
+_EMPTY = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def extract_answer(content: str) -> str:
+    """The `<answer>` part of a reply (the last one), else the whole reply."""
+    found = _ANSWER.findall(content)
+    return (found[-1] if found else content).strip()
+
+
+class ToolEnv(ToolCallingEnv):
+    """Question answering with task-declared and built-in tools."""
+
+    task_type: ClassVar[type[ToolTask]] = ToolTask
+    default_task: ClassVar[ToolTask] = DEFAULT_TASK
+    eager_sandbox: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        *,
+        system_prompt: str = SYSTEM_PROMPT,
+        python_timeout_s: float = 30.0,
+        max_output_bytes: int = 16 * 1024,
+        **kwargs: Any,
+    ) -> None:
+        """
+        Args:
+            system_prompt: used unless the task brings its own.
+            python_timeout_s: time limit of one `python` call (and of sandboxed task tools).
+            max_output_bytes: head+tail kept of each output stream of sandboxed code.
+            **kwargs: see `ToolCallingEnv` (parser, ...) and `SandboxEnv` (pool, backend, ...).
+        """
+        super().__init__(**kwargs)
+        self.system_prompt = system_prompt
+        self.python_timeout_s = python_timeout_s
+        self.max_output_bytes = max_output_bytes
+        self._seen: list[str] = []
+
+    def sandbox_spec(self, task: ToolTask) -> SandboxSpec:
+        return SandboxSpec(image=task.image, network=False)
+
+    async def on_reset(self, task: ToolTask) -> list[dict[str, str]]:
+        try:
+            self.toolbox = ToolBox(self._tools(task))
+        except ValueError as e:
+            raise TaskError(f"task {task.id}: {e}") from e
+        self._seen = []
+        return [
+            self.system_message(task.system_prompt or self.system_prompt),
+            {"role": "user", "content": task.question},
+        ]
+
+    async def on_no_tool_call(self, content: str) -> Step:
+        return self._answered(extract_answer(content))
+
+    def _answered(self, answer: str) -> Step:
+        reward = score(answer, self.task)
+        return Step(
+            "Answer recorded.",
+            reward=reward,
+            terminated=True,
+            info={"answer": answer[:4000], "verifier": {"name": self.task.verifier, "reward": reward}},
+        )
+
+    def on_tool_result(self, call: ToolCall, result: ToolResult) -> None:
+        self._seen.append(stable_hash([call.name, call.arguments, result.content]))
+
+    async def state_hash(self) -> str:
+        return stable_hash([self.task_id, sorted(self._seen)])
+
+    # ---- tools --------------------------------------------------------------------------
+    def _tools(self, task: ToolTask) -> list[Tool]:
+        builtin = task.builtin_tools
+        if builtin is None:
+            builtin = ("python", "search") if (task.corpus or task.corpus_path) else ("python",)
+        makers = {"python": self._python_tool, "search": self._search_tool}
+        unknown = set(builtin) - set(makers)
+        if unknown:
+            raise ValueError(f"unknown built-in tools {sorted(unknown)}; built-in: {sorted(makers)}")
+        tools = [makers[name](task) for name in builtin]
+        tools += [self._declared(decl) for decl in task.tools]
+        tools.append(self._final_answer_tool())
+        return tools
+
+    def _python_tool(self, task: ToolTask) -> Tool:
+        async def python(code: str) -> ToolResult:
+            sb = await self.get_sandbox()
+            r = await sb.exec(
+                ["python3", "-"], stdin=code, timeout=self.python_timeout_s, max_output=self.max_output_bytes
+            )
+            return ToolResult(
+                format_exec(r, self.python_timeout_s),
+                ok=not r.timed_out,
+                error="timeout" if r.timed_out else None,
+            )
+
+        schema = {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "Python 3 source; print what you need"}},
+            "required": ["code"],
+            "additionalProperties": False,
+        }
+        return Tool(
+            "python",
+            "Run Python 3 code in a fresh sandboxed interpreter; returns its output.",
+            schema,
+            python,
+        )
+
+    def _search_tool(self, task: ToolTask) -> Tool:
+        async def search(query: str, k: int = 3) -> str:
+            index: BM25 = (
+                index_for_path(task.corpus_path) if task.corpus_path else index_for_docs(task.corpus)
+            )
+            hits = index.search(query, k)
+            if not hits:
+                return "No documents match the query."
+            return "\n\n".join(
+                f"[{i}] {d.title or d.id} (id: {d.id})\n{d.text[:1500]}" for i, (_, d) in enumerate(hits, 1)
+            )
+
+        schema = {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "keywords"},
+                "k": {"type": "integer", "minimum": 1, "maximum": 10, "description": "results (default 3)"},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        }
+        return Tool(
+            "search", "Search the document collection; returns the best matching documents.", schema, search
+        )
+
+    def _final_answer_tool(self) -> Tool:
+        async def final_answer(answer: str) -> ToolResult:
+            step = self._answered(answer)
+            return ToolResult(str(step.observation), terminal=True, reward=step.reward, info=step.info)
+
+        schema = {
+            "type": "object",
+            "properties": {"answer": {"type": "string"}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        }
+        return Tool("final_answer", "Give your final answer. This ends the episode.", schema, final_answer)
+
+    def _declared(self, decl: ToolDecl) -> Tool:
+        if decl.handler is not None:
+            module, _, attr = decl.handler.partition(":")
+            fn = getattr(importlib.import_module(module), attr)
+
+            async def host(**args: Any) -> Any:
+                if asyncio.iscoroutinefunction(fn):
+                    return await fn(**args)
+                return await asyncio.to_thread(fn, **args)
+
+            return Tool(decl.name, decl.description, decl.parameters, host)
+
+        async def sandboxed(**args: Any) -> ToolResult:
+            sb = await self.get_sandbox()
+            request = json.dumps({"source": decl.python, "name": decl.name, "args": args})
+            r = await sb.exec(
+                ["python3", "-c", _RUNNER],
+                stdin=request,
+                timeout=self.python_timeout_s,
+                max_output=self.max_output_bytes,
+            )
+            if r.ok:
+                return ToolResult(r.stdout.rstrip("\n") or "(no output)")
+            return ToolResult(format_exec(r, self.python_timeout_s), ok=False, error="tool_error")
+
+        return Tool(decl.name, decl.description, decl.parameters, sandboxed)

@@ -1,0 +1,79 @@
+"""Every registered arborl env passes Gymnasium's own `check_env`, built-in or user-made."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import arborl.envs
+from arborl.envs import register_env, registered_ids
+from arborl.envs.code import CodeEnv
+from arborl.envs.tool import ToolEnv
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.mark.parametrize("env_id", registered_ids())
+def test_check_env(env_id, env_backend):
+    env = gymnasium.make(env_id)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a Gymnasium warning is a failure here
+            check_env(env.unwrapped)
+    finally:
+        env.close()
+
+
+def test_builtin_ids_are_versioned_and_registered():
+    ids = registered_ids()
+    assert {"arborl/Code-v0", "arborl/Tool-v0"} <= set(ids)
+    for env_id in ids:
+        assert gymnasium.spec(env_id).version is not None, env_id
+
+
+def test_make_takes_kwargs_and_returns_the_env_itself(env_backend):
+    env = gymnasium.make("arborl/Code-v0", backend=env_backend, parser="qwen3_coder", command_timeout_s=5)
+    assert isinstance(env, CodeEnv) and env.unwrapped is env
+    assert env.parser.name == "qwen3_coder" and env.command_timeout_s == 5
+    assert hasattr(env, "astep") and hasattr(env, "areset")
+    assert isinstance(gymnasium.make("arborl/Tool-v0"), ToolEnv)
+
+
+def test_register_env_refuses_to_shadow_another_env():
+    with pytest.raises(ValueError, match="already registered"):
+        register_env("arborl/Code-v0", "arborl.envs.tool:ToolEnv")
+    register_env("arborl/Code-v0", "arborl.envs.code:CodeEnv")  # the same again: fine
+    assert registered_ids().count("arborl/Code-v0") == 1
+
+
+def test_spaces_hold_what_the_envs_return(env_backend):
+    env = gymnasium.make("arborl/Tool-v0", backend=env_backend)
+    obs, _info = env.reset(seed=0)
+    assert obs in env.observation_space
+    assert all(m.keys() == {"role", "content"} for m in obs)
+    assert "\U0001f600 ünïcode" in env.action_space
+    assert b"bytes" not in env.action_space
+    obs, *_ = env.step("<tool_call>\U0001f600 not json</tool_call>")
+    assert obs in env.observation_space
+
+
+def test_seeded_episodes_repeat(env_backend):
+    """Same seed, same task, same actions: same observations, rewards and state hashes."""
+    parser = arborl.envs.get_parser("hermes")
+    actions = [
+        parser.format_call("bash", {"command": "echo hi > new.txt && ls"}),
+        "no tool call here",
+        parser.format_call("str_replace_editor", {"command": "view", "path": "new.txt"}),
+    ]
+
+    def run() -> list:
+        env = gymnasium.make("arborl/Code-v0", backend=env_backend)
+        out = [env.reset(seed=3)]
+        out += [env.step(a) for a in actions]
+        env.close()
+        return [(o[0], o[1:-1] if len(o) == 5 else (), o[-1]["state_hash"]) for o in out]
+
+    assert run() == run()
