@@ -1,1 +1,57 @@
-"""arborl.kernels."""
+"""arborl.kernels: memory-lean training maths, the bottom layer (imports nothing else of arborl).
+
+- ``fused_logprob_entropy``: per-token log-prob + entropy from hidden states and the LM head,
+  never materialising ``[tokens, vocab]`` logits (chunked torch on CPU, Triton on CUDA).
+- ``fused_policy_loss``: verl's dual-clip PPO loss on top of it, one call from hidden states.
+- ``discounted_returns``, ``gae``, ``gigpo_step_advantages``, ``tree_credit``: numba credit
+  kernels over ragged, flattened trajectories and trees.
+
+The Triton backend (``arborl.kernels.logprob_triton``) is imported lazily, only when chosen.
+"""
+
+from .credit import broadcast_to_tokens, discounted_returns, gae, gigpo_step_advantages, tree_credit
+from .errors import (
+    BackendUnavailableError,
+    DeviceMismatchError,
+    DTypeMismatchError,
+    KernelInputError,
+    ShapeMismatchError,
+)
+from .functional import Backend, LogprobEntropy, fused_logprob_entropy, resolve_backend
+from .logprob import ChunkedLogprobEntropyFunction
+from .policy_loss import (
+    AGG_LOSSES,
+    PolicyLossOutput,
+    PPOLossConfig,
+    agg_loss,
+    fused_policy_loss,
+    ppo_clip_loss,
+    register_agg,
+)
+from .reference import materialized_logprob_entropy
+
+__all__ = [
+    "AGG_LOSSES",
+    "Backend",
+    "BackendUnavailableError",
+    "ChunkedLogprobEntropyFunction",
+    "DTypeMismatchError",
+    "DeviceMismatchError",
+    "KernelInputError",
+    "LogprobEntropy",
+    "PPOLossConfig",
+    "PolicyLossOutput",
+    "ShapeMismatchError",
+    "agg_loss",
+    "broadcast_to_tokens",
+    "discounted_returns",
+    "fused_logprob_entropy",
+    "fused_policy_loss",
+    "gae",
+    "gigpo_step_advantages",
+    "materialized_logprob_entropy",
+    "ppo_clip_loss",
+    "register_agg",
+    "resolve_backend",
+    "tree_credit",
+]

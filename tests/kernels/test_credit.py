@@ -1,0 +1,244 @@
+"""numba credit kernels against plain-Python references written another way (explicit sums,
+dictionaries, recursion), on fixed-seed random ragged inputs and edge cases."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arborl.kernels import (
+    KernelInputError,
+    ShapeMismatchError,
+    broadcast_to_tokens,
+    discounted_returns,
+    gae,
+    gigpo_step_advantages,
+    tree_credit,
+)
+
+# ─── plain-Python references ────────────────────────────────────────────────────────────
+
+
+def ref_returns(rewards, offsets, gamma):
+    """G_t = Σ_{k >= t} γ^(k - t) r_k inside each trajectory."""
+    out = []
+    for a, b in itertools.pairwise(offsets):
+        out += [sum(gamma ** (k - t) * rewards[k] for k in range(t, b)) for t in range(a, b)]
+    return out
+
+
+def ref_gae(rewards, values, offsets, gamma, lam, boot):
+    """A_t = Σ_l (γλ)^l δ_{t+l}, with V after the last step = bootstrap."""
+    adv = []
+    for j, (a, b) in enumerate(itertools.pairwise(offsets)):
+        v_next = [*values[a + 1 : b], boot[j]]
+        deltas = [rewards[t] + gamma * v_next[t - a] - values[t] for t in range(a, b)]
+        adv += [sum((gamma * lam) ** (k - t) * deltas[k - a] for k in range(t, b)) for t in range(a, b)]
+    return adv
+
+
+def ref_gigpo(scores, groups, states, eps, normalize_std):
+    members = defaultdict(list)
+    for i, key in enumerate(zip(groups, states, strict=True)):
+        members[key].append(i)
+    adv = [0.0] * len(scores)
+    anchor_of = {}
+    for key, idx in members.items():
+        vals = [scores[i] for i in idx]
+        mean, std = (statistics.fmean(vals), statistics.stdev(vals)) if len(vals) > 1 else (0.0, 1.0)
+        for i in idx:
+            adv[i] = (scores[i] - mean) / (std + eps) if normalize_std else scores[i] - mean
+        anchor_of[key] = idx
+    return adv, anchor_of
+
+
+def ref_tree(parents, rewards):
+    children = defaultdict(list)
+    for i, p in enumerate(parents):
+        if p >= 0:
+            children[p].append(i)
+
+    def leaves(i):
+        return [i] if not children[i] else [leaf for c in children[i] for leaf in leaves(c)]
+
+    values = [statistics.fmean(rewards[j] for j in leaves(i)) for i in range(len(parents))]
+    adv = [values[i] - values[p] if p >= 0 else 0.0 for i, p in enumerate(parents)]
+    return values, adv
+
+
+# ─── inputs ──────────────────────────────────────────────────────────────────────────────
+
+
+def ragged_offsets(rng, n_traj, max_len, allow_empty=True):
+    lengths = rng.integers(0 if allow_empty else 1, max_len + 1, size=n_traj)
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+
+def random_forest(rng, n):
+    """Topologically ordered parents with a few roots."""
+    parents = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        parents[i] = -1 if i == 0 or rng.random() < 0.05 else rng.integers(max(0, i - 6), i)
+    return parents
+
+
+EDGE_OFFSETS = [
+    [0],  # no trajectories at all
+    [0, 0, 0],  # only empty trajectories
+    [0, 1],  # a single turn
+    [0, 3, 3, 4],  # an empty one in the middle
+    [0, 5],  # one trajectory
+]
+
+
+# ─── (1) returns and GAE ────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("offsets", EDGE_OFFSETS)
+@pytest.mark.parametrize("gamma", [0.0, 0.9, 1.0])
+def test_returns_edge_cases(offsets, gamma):
+    rewards = np.arange(offsets[-1], dtype=float) - 1.5
+    np.testing.assert_allclose(
+        discounted_returns(rewards, offsets, gamma), ref_returns(rewards, offsets, gamma)
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_returns_and_gae_random_ragged(seed):
+    rng = np.random.default_rng(seed)
+    off = ragged_offsets(rng, 40, 12)
+    s = off[-1]
+    rewards, values = rng.normal(size=s), rng.normal(size=s)
+    boot = rng.normal(size=len(off) - 1)
+    np.testing.assert_allclose(
+        discounted_returns(rewards, off, 0.95), ref_returns(rewards, off, 0.95), rtol=1e-12
+    )
+    adv, ret = gae(rewards, values, off, 0.97, 0.9, boot)
+    np.testing.assert_allclose(adv, ref_gae(rewards, values, off, 0.97, 0.9, boot), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ret, adv + values)
+    adv0, _ = gae(rewards, values, off, 0.97, 0.9)  # terminal: bootstrap 0
+    np.testing.assert_allclose(
+        adv0, ref_gae(rewards, values, off, 0.97, 0.9, [0.0] * (len(off) - 1)), atol=1e-12
+    )
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    lengths=st.lists(st.integers(0, 6), max_size=8),
+    gamma=st.floats(0, 1),
+    lam=st.floats(0, 1),
+    data=st.data(),
+)
+def test_gae_property(lengths, gamma, lam, data):
+    off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    floats = st.floats(-10, 10, allow_nan=False)
+    n = int(off[-1])
+    rewards = data.draw(st.lists(floats, min_size=n, max_size=n))
+    values = data.draw(st.lists(floats, min_size=n, max_size=n))
+    boot = data.draw(st.lists(floats, min_size=len(lengths), max_size=len(lengths)))
+    adv, _ = gae(rewards, values, off, gamma, lam, boot)
+    np.testing.assert_allclose(adv, ref_gae(rewards, values, off, gamma, lam, boot), rtol=1e-9, atol=1e-9)
+    # λ = 1 with zero values is the discounted return plus the discounted bootstrap
+    if lam == 1.0 and not any(boot):
+        adv1, _ = gae(rewards, np.zeros(n), off, gamma, 1.0)
+        np.testing.assert_allclose(adv1, discounted_returns(rewards, off, gamma), rtol=1e-9, atol=1e-9)
+
+
+def test_broadcast_to_tokens():
+    np.testing.assert_array_equal(broadcast_to_tokens([1.0, 2.0, 3.0], [0, 2, 2, 5]), [1, 1, 3, 3, 3])
+    assert broadcast_to_tokens([], [0]).shape == (0,)
+    with pytest.raises(KernelInputError):
+        broadcast_to_tokens([1.0], [0, 2, 3])
+
+
+def test_offsets_errors():
+    with pytest.raises(KernelInputError, match="end at"):
+        discounted_returns([1.0, 2.0], [0, 1], 0.9)
+    with pytest.raises(KernelInputError, match="non-decreasing"):
+        discounted_returns([1.0, 2.0], [0, 2, 1, 2], 0.9)
+    with pytest.raises(KernelInputError, match="gamma"):
+        discounted_returns([1.0], [0, 1], 1.5)
+    with pytest.raises(ShapeMismatchError, match="values"):
+        gae([1.0, 2.0], [1.0], [0, 2], 0.9, 0.9)
+    with pytest.raises(ShapeMismatchError, match="bootstrap"):
+        gae([1.0, 2.0], [1.0, 2.0], [0, 2], 0.9, 0.9, bootstrap_values=[0.0, 1.0])
+    with pytest.raises(TypeError, match="integer"):
+        discounted_returns([1.0], np.array([0.0, 1.0]), 0.9)
+
+
+# ─── (2) GiGPO ──────────────────────────────────────────────────────────────────────────
+
+
+def check_gigpo(scores, groups, states, eps=1e-6, normalize_std=True):
+    adv, anchor = gigpo_step_advantages(scores, groups, states, eps, normalize_std)
+    ref_adv, ref_groups = ref_gigpo(list(scores), list(groups), list(states), eps, normalize_std)
+    np.testing.assert_allclose(adv, ref_adv, rtol=1e-10, atol=1e-12)
+    # anchor ids partition the steps exactly as the (group, state) keys do
+    assert len(set(anchor.tolist())) == len(ref_groups)
+    for idx in ref_groups.values():
+        assert len(set(anchor[idx].tolist())) == 1
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("normalize_std", [True, False])
+@pytest.mark.parametrize("group_kind", ["dense", "hashed"])
+def test_gigpo_random(seed, normalize_std, group_kind):
+    rng = np.random.default_rng(seed)
+    n = 500
+    groups = rng.integers(0, 20, size=n)
+    if group_kind == "hashed":  # arbitrary int64 ids (negative, huge) take the hash-table path
+        groups = rng.integers(-(2**62), 2**62, size=20)[groups]
+    states = rng.integers(-(2**62), 2**62, size=8)[rng.integers(0, 8, size=n)]  # 64-bit hashes
+    check_gigpo(rng.normal(size=n), groups, states, normalize_std=normalize_std)
+
+
+def test_gigpo_edge_cases():
+    check_gigpo([], [], [])
+    check_gigpo([3.0], [0], [1])  # a lone step keeps its score (mean 0, std 1)
+    check_gigpo([1.0, 2.0, 4.0], [0, 1, 2], [5, 5, 5])  # same state, different groups: not pooled
+    adv, _ = gigpo_step_advantages([2.0, 2.0, 2.0], [0, 0, 0], [9, 9, 9])  # no spread: all 0
+    np.testing.assert_array_equal(adv, [0.0, 0.0, 0.0])
+    with pytest.raises(ShapeMismatchError):
+        gigpo_step_advantages([1.0, 2.0], [0, 0], [1])
+
+
+# ─── (3) trees ──────────────────────────────────────────────────────────────────────────
+
+
+def check_tree(parents, rewards):
+    values, adv = tree_credit(parents, rewards)
+    ref_values, ref_adv = ref_tree(list(parents), list(rewards))
+    np.testing.assert_allclose(values, ref_values, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(adv, ref_adv, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tree_random_forest(seed):
+    rng = np.random.default_rng(seed)
+    parents = random_forest(rng, 300)
+    check_tree(parents, rng.normal(size=300))
+
+
+def test_tree_edge_cases():
+    check_tree([], [])
+    check_tree([-1], [2.5])  # a single node is its own leaf; advantage 0
+    check_tree([-1, 0, 1, 2], [9.0, 9.0, 9.0, 1.0])  # a chain: every value is the one leaf's
+    check_tree([-1, 0, 0, 0], [0.0, 1.0, 2.0, 6.0])  # a star: internal reward ignored
+    check_tree([-1, -1, 0, 1, 1], [0.0, 0.0, 4.0, 1.0, 3.0])  # two trees
+    values, adv = tree_credit([-1, 0, 0], [7.0, 1.0, 3.0])
+    assert values.tolist() == [2.0, 1.0, 3.0] and adv.tolist() == [0.0, -1.0, 1.0]
+
+
+def test_tree_errors():
+    with pytest.raises(KernelInputError, match="topological"):
+        tree_credit([-1, 2, 0], [0.0, 1.0, 2.0])
+    with pytest.raises(KernelInputError, match="topological"):
+        tree_credit([0], [1.0])
+    with pytest.raises(ShapeMismatchError):
+        tree_credit([-1, 0], [1.0])
