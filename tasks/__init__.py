@@ -1,5 +1,23 @@
-"""arborl.tasks: what the environments are asked to do (plain data, no behaviour)."""
+"""arborl.tasks: what the environments are asked to do (plain data, no behaviour), and suites of it."""
 
 from .spec import BASE_IMAGE, CodeTask, Document, Task, ToolDecl, ToolTask, coerce_task, load_corpus
+from .suites import SUITES, Suite, SuiteError, get_suite, list_suites, register_builtin_suites, register_suite
 
-__all__ = ["BASE_IMAGE", "CodeTask", "Document", "Task", "ToolDecl", "ToolTask", "coerce_task", "load_corpus"]
+register_builtin_suites()
+
+__all__ = [
+    "BASE_IMAGE",
+    "SUITES",
+    "CodeTask",
+    "Document",
+    "Suite",
+    "SuiteError",
+    "Task",
+    "ToolDecl",
+    "ToolTask",
+    "coerce_task",
+    "get_suite",
+    "list_suites",
+    "load_corpus",
+    "register_suite",
+]

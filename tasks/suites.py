@@ -1,0 +1,131 @@
+"""Task suites: named, lazily loaded collections of tasks, with the env that runs them.
+
+    from arborl.tasks import get_suite, list_suites
+    suite = get_suite("tool-mini")
+    tasks = suite.tasks()                      # loaded on first use, then cached
+    env = gymnasium.make(suite.env_id, **suite.env_kwargs)
+    policy = suite.gold_policy(tasks[0])       # a scripted solution, for validating the suite
+
+A suite names its loader, and optionally its scripted gold and empty policies, as
+``"package.module:function"`` entry points (or callables), so listing suites imports nothing
+heavy and a suite whose module cannot be imported says why only when it is used.
+
+A policy is what `arborl.envs.run_episode` drives: ``(messages, info) -> reply`` (sync or
+async). `gold` and `empty` are factories ``task -> policy``: the gold policy solves the task
+with the env's own tools (a validation run must resolve 100 %), the empty policy gives up at
+once (it must resolve 0 %).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .spec import Task
+
+Policy = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[str] | str]
+PolicyFactory = Callable[[Task], Policy]
+
+
+class SuiteError(LookupError):
+    """A suite is unknown or cannot be loaded; the message lists what exists."""
+
+
+def resolve(entry: str | Callable[..., Any]) -> Callable[..., Any]:
+    """A callable, or the object a ``"package.module:attribute"`` string names."""
+    if callable(entry):
+        return entry
+    module, sep, attr = entry.partition(":")
+    if not sep or not module or not attr:
+        raise SuiteError(f"entry point {entry!r} is not of the form 'package.module:function'")
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise SuiteError(f"cannot load {entry}: {type(e).__name__}: {e}") from e
+    if not callable(obj):
+        raise SuiteError(f"{entry} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named task collection and how to run it."""
+
+    name: str
+    """Registry key, e.g. ``swe-mini``."""
+    env_id: str
+    """The Gymnasium id that runs these tasks, e.g. ``arborl/Code-v0``."""
+    loader: str | Callable[[], Sequence[Task]]
+    """Returns the tasks (``"module:function"`` or a callable); called once, then cached."""
+    description: str = ""
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``gymnasium.make(env_id, ...)``."""
+    gold: str | PolicyFactory | None = None
+    """Factory of a scripted policy that solves a task (suite validation: 100 %)."""
+    empty: str | PolicyFactory | None = None
+    """Factory of a policy that gives up at once (suite validation: 0 %)."""
+    max_turns: int = 30
+    """Default turn budget of an episode of this suite."""
+    tags: tuple[str, ...] = ()
+    _cache: list[list[Task]] = field(default_factory=list, repr=False, compare=False)
+
+    def tasks(self) -> list[Task]:
+        """The suite's tasks (loaded once)."""
+        if not self._cache:
+            tasks = list(resolve(self.loader)())
+            ids = [t.id for t in tasks]
+            if len(ids) != len(set(ids)):
+                dup = sorted({i for i in ids if ids.count(i) > 1})
+                raise SuiteError(f"suite {self.name!r} has duplicate task ids: {dup[:5]}")
+            self._cache.append(tasks)
+        return list(self._cache[0])
+
+    def task(self, task_id: str) -> Task:
+        for t in self.tasks():
+            if t.id == task_id:
+                return t
+        raise SuiteError(f"suite {self.name!r} has no task {task_id!r}")
+
+    def gold_policy(self, task: Task) -> Policy:
+        return self._policy("gold", self.gold, task)
+
+    def empty_policy(self, task: Task) -> Policy:
+        return self._policy("empty", self.empty, task)
+
+    def _policy(self, kind: str, factory: str | PolicyFactory | None, task: Task) -> Policy:
+        if factory is None:
+            raise SuiteError(f"suite {self.name!r} has no {kind} policy")
+        return resolve(factory)(task)  # type: ignore[no-any-return]
+
+
+SUITES: dict[str, Suite] = {}
+
+
+def register_suite(suite: Suite, *, force: bool = False) -> Suite:
+    """Add a suite to the registry (an existing name needs ``force=True``)."""
+    if suite.name in SUITES and not force and SUITES[suite.name] != suite:
+        raise SuiteError(f"suite {suite.name!r} is already registered; pass force=True to replace it")
+    SUITES[suite.name] = suite
+    return suite
+
+
+def get_suite(name: str) -> Suite:
+    try:
+        return SUITES[name]
+    except KeyError:
+        raise SuiteError(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES)) or 'none'}") from None
+
+
+def list_suites() -> list[Suite]:
+    return [SUITES[k] for k in sorted(SUITES)]
+
+
+#: Built-in suites. A suite module adds itself here with one line.
+BUILTIN_SUITES: tuple[Suite, ...] = ()
+
+
+def register_builtin_suites() -> None:
+    for suite in BUILTIN_SUITES:
+        register_suite(suite, force=True)
