@@ -39,12 +39,19 @@ class BaseImageRecipe(BaseModel):
     repository: str = "arborl/base"
     suite: str = "bookworm"
     packages: tuple[str, ...] = ("python3", "python3-pytest", "git", "patch", "procps")
+    extra_packages: tuple[str, ...] = Field(
+        (),
+        description="installed with apt-get inside the chroot after debootstrap (large sets with "
+        "alternatives, e.g. chromium or xvfb, make debootstrap's --include fail)",
+    )
     user: str = "agent"
     uid: int = 1000
     mirror: str | None = Field(None, description="Debian mirror; default: the host's apt source")
 
     def digest(self) -> str:
-        payload = self.model_dump(exclude={"mirror"}) | {"build_version": BUILD_VERSION}
+        # An empty extra_packages is left out so base-image tags predating the field still hold.
+        skip = {"mirror"} | (set() if self.extra_packages else {"extra_packages"})
+        payload = self.model_dump(exclude=skip) | {"build_version": BUILD_VERSION}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
     @property
@@ -123,6 +130,9 @@ def build_base_image(
             log,
             logfile,
         )
+        if recipe.extra_packages:
+            log(f"apt-get install {', '.join(recipe.extra_packages)} in the chroot (a few minutes)")
+            _chroot_apt_install(rootfs, recipe.extra_packages, log, logfile)
         user_setup = (
             f"useradd -m -u {recipe.uid} -s /bin/bash {recipe.user} && "
             f"install -d -o {recipe.user} -g {recipe.user} /workspace && "
@@ -149,6 +159,32 @@ def build_base_image(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return tag
+
+
+def _chroot_apt_install(
+    rootfs: Path, packages: tuple[str, ...], log: Callable[[str], None], logfile: Path
+) -> None:
+    """`apt-get install --no-install-recommends` in the chroot, with /proc mounted meanwhile.
+
+    The chroot reaches the Debian mirror as the host does (given the host's resolver
+    config). A half-configured tree (postinst scripts that want a running system)
+    is repaired with `apt-get --fix-broken install`, which is what works for chromium.
+    """
+    (rootfs / "etc/apt/apt.conf.d/99arborl").write_text(
+        'Acquire::Check-Valid-Until "false";\nAPT::Install-Recommends "false";\n'
+    )
+    shutil.copyfile("/etc/resolv.conf", rootfs / "etc/resolv.conf")
+    proc = rootfs / "proc"
+    subprocess.run(["mount", "-t", "proc", "proc", str(proc)], check=True)
+    try:
+        script = (
+            "export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && "
+            f"(apt-get install -y -q {' '.join(packages)} || apt-get --fix-broken install -y -q) && "
+            f"dpkg -s {' '.join(p.split('=')[0] for p in packages)} >/dev/null"
+        )
+        _run(["chroot", str(rootfs), "/bin/sh", "-c", script], log, logfile)
+    finally:
+        subprocess.run(["umount", "-l", str(proc)], check=False)
 
 
 def _context_tar(

@@ -51,5 +51,7 @@ PY
 # ---- sandbox base image (offline) ---------------------------------------------------------
 if docker info >/dev/null 2>&1; then
   .venv/bin/arborl sandbox build sandbox=docker
+  # the web and desktop envs' image: Chromium, Xvfb, a window manager, desktop apps (~90 s once)
+  .venv/bin/arborl sandbox build sandbox=docker image=gui
 fi
 log "ready"

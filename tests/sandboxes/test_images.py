@@ -15,6 +15,18 @@ def test_base_image_is_cached_by_recipe(docker_backend):
     assert client.images.get(tag).id == client.images.get(DEFAULT_IMAGE).id
     assert BaseImageRecipe(packages=("python3",)).tag != BaseImageRecipe().tag
     assert BaseImageRecipe(mirror="http://example.invalid/debian").tag == BaseImageRecipe().tag
+    assert BaseImageRecipe(extra_packages=("xvfb",)).tag != BaseImageRecipe().tag
+
+
+def test_gui_image_has_the_browser_and_desktop_tools(docker_backend):
+    """What `arborl sandbox build image=gui` (run by setup) put in the chroot with apt-get."""
+    out = docker_backend.client.containers.run(
+        "arborl/gui:latest",
+        ["sh", "-c", "chromium --version && which Xvfb xdotool openbox socat import"],
+        remove=True,
+        network_mode="none",
+    ).decode()
+    assert out.startswith("Chromium ") and out.count("/usr/bin/") == 5
 
 
 def test_host_mirror_is_a_debian_uri():
