@@ -17,7 +17,7 @@ from .registration import ARBORL_ENV_IDS, register_builtin_envs, register_env, r
 from .runner import Episode, run_episode, run_episodes, run_episodes_sync
 from .runtime import configure, default_pool, get_runtime
 from .sandboxed import SandboxEnv, TimedSandbox
-from .spaces import UnicodeText, chat_observation_space
+from .spaces import UnicodeText, chat_observation_space, observation_messages
 from .tools import Tool, ToolBox, ToolResult, function_tool
 from .wrappers import AsyncWrapper, FormatPenalty, StepTimeout, TokenBudget, TruncateObservation, TurnLimit
 
@@ -58,6 +58,7 @@ __all__ = [
     "function_tool",
     "get_parser",
     "get_runtime",
+    "observation_messages",
     "register_env",
     "register_parser",
     "registered_ids",

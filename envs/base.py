@@ -137,6 +137,17 @@ class TextEnv(gymnasium.Env[Observation, str]):
         """Extra `info` at reset (fresh objects each call), e.g. the tool list."""
         return {}
 
+    async def make_observation(self, messages: Observation) -> Any:
+        """What `reset`/`step` return, given the step's chat messages.
+
+        Text envs return the messages themselves. Envs that see pixels override this (and
+        `observation_space`) to return e.g. ``{"messages": messages, "screenshot": array}``;
+        the messages stay what a chat model reads, under the ``"messages"`` key
+        (`arborl.envs.observation_messages` gets them back from either form). It must not
+        raise, also after a sandbox failure: return a placeholder (a blank screen) instead.
+        """
+        return messages
+
     # ---- the sync API (gymnasium) -----------------------------------------------------
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -235,8 +246,9 @@ class TextEnv(gymnasium.Env[Observation, str]):
             "state_hash": await self._safe_hash(),
             **self.reset_info(),
         }
+        obs = await self.make_observation(msgs)
         info["timing"] = self._timing(start)
-        return msgs, info
+        return obs, info
 
     async def _step(self, action: Any) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if not self._active:
@@ -261,8 +273,9 @@ class TextEnv(gymnasium.Env[Observation, str]):
         info["state_hash"] = "" if broken else await self._safe_hash()
         if step.terminated or step.truncated:
             self._end_episode(broken=broken)
+        obs = await self.make_observation(msgs)
         info["timing"] = self._timing(start)
-        return msgs, float(step.reward), bool(step.terminated), bool(step.truncated), info
+        return obs, float(step.reward), bool(step.terminated), bool(step.truncated), info
 
     def _failed_step(self, e: Exception) -> Step:
         if isinstance(e, SandboxError):

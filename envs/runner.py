@@ -23,6 +23,7 @@ import gymnasium
 
 from .aio import afinish, arelease, areset, astep
 from .runtime import get_runtime
+from .spaces import observation_messages
 
 log = logging.getLogger(__name__)
 Policy = Callable[[list[dict[str, str]], dict[str, Any]], Awaitable[str] | str]
@@ -62,13 +63,13 @@ async def run_episode(
     ep = Episode(task_id=str(task_id))
     try:
         obs, info = await areset(env, seed=seed, options={"task": task} if task is not None else None)
-        ep.messages.extend(obs)
+        ep.messages.extend(observation_messages(obs))
         ep.infos.append(info)
         for _ in range(max_turns):
             reply = await _reply(policy, ep.messages, info)
             ep.messages.append({"role": "assistant", "content": reply})
             obs, reward, terminated, truncated, info = await astep(env, reply)
-            ep.messages.extend(obs)
+            ep.messages.extend(observation_messages(obs))
             ep.rewards.append(float(reward))
             ep.infos.append(info)
             if terminated or truncated:

@@ -111,3 +111,11 @@ def to_messages(
             }
         )
     return tuple(out)
+
+
+def observation_messages(obs: Any) -> tuple[dict[str, str], ...]:
+    """The chat messages of an observation: the observation itself for text envs, its
+    ``"messages"`` entry for envs that also return pixels (see `TextEnv.make_observation`)."""
+    if isinstance(obs, Mapping):
+        return tuple(obs["messages"])
+    return tuple(obs)
