@@ -7,8 +7,8 @@
     response_mask:                   | 1 1 1 0 0 0 1 1 |  0   0  |  (loss mask: model tokens)
     rollout_log_probs:               | l l l 0 0 0 l l |  0   0  |  (behaviour log-probs)
     policy_versions:                 | v v v-1-1-1 v v | -1  -1  |  (who sampled each token)
-    token_level_scores:              | 0 0 a 0 0 0 0 b |  0   0  |  (turn reward on a turn's last
-                                                                      token; outcome added on the last)
+    token_level_scores:              | 0 0 a 0 0 0 0 b |  0   0  |  (each turn's reward on its last
+                                                                      token; they sum to the outcome)
 
 `r` are sampled tokens, `o` environment tokens (tool results, delimiters). Everything after the
 prompt is the "response", as in verl's multi-turn agent loop, so verl's advantage estimators,
@@ -104,7 +104,10 @@ def _response_columns(t: Trajectory) -> tuple[np.ndarray, ...]:
     for (_, end), turn in zip(spans, t.turns, strict=True):
         if end > 0:
             scores[end - 1] += turn.reward
+    # `outcome_reward` is the episode's return; whatever the turn rewards do not already
+    # account for (e.g. a tree leaf's outcome) goes on the last sampled token, so a row's
+    # scores always sum to its outcome (what verl's outcome estimators read).
     last_model = next((end for _, end in reversed(spans) if end > 0), 0)
     if last_model:
-        scores[last_model - 1] += t.outcome_reward
+        scores[last_model - 1] += t.outcome_reward - sum(turn.reward for turn in t.turns)
     return ids, mask, logp, versions, scores

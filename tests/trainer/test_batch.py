@@ -41,8 +41,9 @@ def test_layout_matches_verls_agent_loop():
     assert b["position_ids"].tolist() == [list(range(8)), [0, 0, 0, 1, 2, 3, 3, 3]]
     assert torch.allclose(b["rollout_log_probs"][0], torch.tensor([-0.1, -0.2, 0, 0, -0.3]))
     assert b["policy_versions"].tolist() == [[3, 3, -1, -1, 4], [-1, -1, -1, -1, -1]]
-    # Turn reward on the turn's last sampled token; outcome added on the last one.
-    assert b["token_level_scores"].tolist() == [[0, 0.5, 0, 0, 1.0], [0, 0, 0, 0, 0]]
+    # Turn rewards on each turn's last sampled token; the rest of the outcome on the last one.
+    assert b["token_level_scores"].tolist() == [[0, 0.5, 0, 0, 0.5], [0, 0, 0, 0, 0]]
+    assert b["token_level_scores"].sum(-1).tolist() == [1.0, 0.0]  # each row sums to its outcome
     assert list(data.non_tensor_batch["uid"]) == ["g", "g"]
 
 

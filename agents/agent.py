@@ -1,0 +1,343 @@
+"""The agent: an inference engine driving a Gymnasium env, recorded as token-level turns.
+
+    agent = Agent(engine, tokenizer, AgentConfig(max_turns=8, sampling=SamplingParams()))
+    ep = await agent.run_episode(env, task, group_id="g0")      # -> AgentEpisode
+    ep.trajectory.token_ids(), ep.trajectory.loss_mask(), ep.trajectory.behavior_logprobs()
+
+One turn, token-in / token-out (nothing is ever re-tokenized)::
+
+    chat.ids ──engine.generate──▶ response ids + behaviour log-probs      (loss mask 1)
+             ◀─ append as sampled
+    decode(response) ──env.astep──▶ observation messages, reward, info
+    chat template(new messages) ──▶ observation ids                      (loss mask 0)
+             ◀─ append
+
+The loop is stepwise (`start` / `step` / `finish`) so that a trainer can pause an episode
+between turns and resume it later with newer weights (partial rollouts: every token keeps
+the policy version that sampled it) and so that tree rollouts can fork an episode at a turn
+boundary (`fork`, by replaying the prefix's actions in a fresh env).
+
+Budgets: `max_turns` (then the env scores the current state: `truncation="max_turns"`),
+`max_new_tokens` per turn, and `max_context_tokens` for the whole sequence (an observation
+that would not leave room for a reply ends the episode with `truncation="context_overflow"`,
+and is not kept). An env or engine error ends the episode with `truncation="env_error"` /
+`"engine_error"` and `error` set; the sandbox lease always goes back.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium
+from pydantic import BaseModel, ConfigDict, Field
+
+from arborl.envs import afinish, arelease, areset, astep, observation_messages
+
+from .chat import TokenizedChat, check_append_only
+from .engines import Generation, InferenceEngine, SamplingParams
+from .trajectory import Trajectory, Turn
+
+log = logging.getLogger(__name__)
+Gate = Callable[[], Awaitable[None]]
+#: A scripted text policy, `(messages, info) -> reply` (what `arborl.envs.run_episode` drives).
+TextPolicy = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[str] | str]
+
+
+class AgentConfig(BaseModel):
+    """Budgets and sampling of an agent's episodes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_turns: int = Field(10, ge=1, description="model turns before the episode is cut (truncated)")
+    max_new_tokens: int = Field(512, ge=1, description="tokens one reply may have")
+    max_context_tokens: int = Field(4096, ge=2, description="prompt + every turn; beyond: truncated")
+    sampling: SamplingParams = Field(default_factory=SamplingParams, description="n is ignored (1)")
+    strict_template: bool = Field(
+        False, description="refuse chat templates that are not append-only instead of warning"
+    )
+
+
+@dataclass
+class EpisodeState:
+    """An episode in progress: its env, its token sequence and what has been recorded."""
+
+    env: gymnasium.Env
+    task: Any
+    chat: TokenizedChat
+    trajectory: Trajectory
+    messages: list[dict[str, Any]]
+    infos: list[dict[str, Any]]
+    actions: list[str] = field(default_factory=list)  # decoded replies, for replaying the prefix
+    observations: list[list[dict[str, Any]]] = field(default_factory=list)  # reset's, then each step's
+    seed: int | None = None
+    done: bool = False
+    error: str | None = None
+
+
+@dataclass
+class AgentEpisode:
+    """A finished episode: the trajectory for training plus what eval and logs show."""
+
+    trajectory: Trajectory
+    messages: list[dict[str, Any]]
+    infos: list[dict[str, Any]]
+    error: str | None = None
+
+
+class Agent:
+    """Runs episodes of a policy (an `InferenceEngine` + its tokenizer) in Gymnasium envs."""
+
+    def __init__(
+        self,
+        engine: InferenceEngine,
+        tokenizer: Any,
+        config: AgentConfig | None = None,
+        *,
+        version_offset: int = 0,
+    ) -> None:
+        """`version_offset` is added to the engine's weight-update count to give each token's
+        policy version (a trainer that resumes at version v with a fresh engine passes v)."""
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.config = config or AgentConfig()
+        self.version_offset = version_offset
+        self._template_checked: dict[str, list[str]] = {}
+
+    # ---- whole episodes ----------------------------------------------------------------
+    async def run_episode(
+        self,
+        env: gymnasium.Env,
+        task: Any,
+        *,
+        group_id: str = "",
+        seed: int | None = None,
+        gate: Gate | None = None,
+        demo: TextPolicy | None = None,
+    ) -> AgentEpisode:
+        """Reset `env` on `task`, take turns until the episode ends, release the sandbox.
+
+        With `demo`, the replies come from that scripted policy instead of the engine
+        (demonstrations for SFT): each reply is tokenized once, EOS appended, log-probs 0,
+        policy version -1, and recorded exactly like sampled turns.
+        """
+        state = await self.start(env, task, group_id=group_id, seed=seed)
+        try:
+            while not state.done:
+                await self.step(state, gate=gate, demo=demo)
+        except BaseException:
+            await arelease(env)
+            raise
+        return await self.finish(state)
+
+    async def start(
+        self, env: gymnasium.Env, task: Any, *, group_id: str = "", seed: int | None = None
+    ) -> EpisodeState:
+        """Reset the env and render the opening messages once (the prompt ids)."""
+        start = time.perf_counter()
+        obs, info = await areset(env, seed=seed, options={"task": task})
+        messages = list(observation_messages(obs))
+        tools = info.get("tools") or None
+        self._check_template(tools)
+        chat = TokenizedChat.start(self.tokenizer, messages, tools=tools, strict=self.config.strict_template)
+        traj = Trajectory(prompt_ids=list(chat.ids), task_id=str(info.get("task_id", "")), group_id=group_id)
+        traj.metrics["reset_s"] = time.perf_counter() - start
+        state = EpisodeState(
+            env, task, chat, traj, list(messages), [info], observations=[messages], seed=seed
+        )
+        if len(chat.ids) >= self.config.max_context_tokens:
+            await self._end(state, truncation="context_overflow")
+        return state
+
+    async def step(
+        self, state: EpisodeState, gate: Gate | None = None, demo: TextPolicy | None = None
+    ) -> None:
+        """One turn: generate a reply (or take `demo`'s), step the env, append the observation."""
+        if state.done:
+            raise RuntimeError("the episode has ended")
+        if len(state.trajectory.turns) >= self.config.max_turns:
+            await self._end(state, truncation="max_turns")
+            return
+        if gate is not None:
+            await gate()  # a paused partial rollout waits here, between turns
+        budget = self.config.max_context_tokens - len(state.chat.ids)
+        sampling = self.config.sampling.model_copy(
+            update={"n": 1, "max_new_tokens": min(self.config.max_new_tokens, budget)}
+        )
+        try:
+            if demo is not None:
+                gen = await self._demonstrate(state, demo)
+            else:
+                gen = (await self.engine.generate([state.chat.ids], sampling))[0]
+        except Exception as e:
+            log.warning("generation failed: %s: %s", type(e).__name__, e)
+            await self._end(state, truncation="engine_error", error=f"{type(e).__name__}: {e}")
+            return
+        await self._apply(state, gen)
+
+    async def finish(self, state: EpisodeState) -> AgentEpisode:
+        """Give the sandbox back and package the episode."""
+        if not state.done:
+            await self._end(state, truncation="stopped")
+        await arelease(state.env)
+        traj = state.trajectory
+        traj.metrics.update(_episode_metrics(traj, state.infos))
+        return AgentEpisode(traj, state.messages, state.infos, state.error)
+
+    async def fork(self, state: EpisodeState, env: gymnasium.Env) -> EpisodeState:
+        """A copy of a running episode in `env` (a fresh env of the same kind): reset on the
+        same task and seed, then replay the prefix's actions. The copy shares the prefix's
+        `Turn` objects (their tokens were sampled once) and continues on its own.
+
+        Raises `ForkMismatch` if the replayed env answers differently (a nondeterministic env
+        cannot be forked by replay)."""
+        obs, _ = await areset(env, seed=state.seed, options={"task": state.task})
+        replayed = [list(observation_messages(obs))]
+        for i, action in enumerate(state.actions):
+            obs, _, terminated, truncated, _ = await astep(env, action)
+            if terminated or truncated:
+                raise ForkMismatch(f"the replayed episode ended at action {i}; it did not the first time")
+            replayed.append(list(observation_messages(obs)))
+        for i, (seen, again) in enumerate(zip(state.observations, replayed, strict=True)):
+            if seen != again:
+                raise ForkMismatch(f"observation {i} differs on replay: the env is not deterministic")
+        chat = copy.copy(state.chat)
+        chat.ids, chat.messages = list(state.chat.ids), list(state.chat.messages)
+        chat.last_response = list(state.chat.last_response)
+        traj = copy.copy(state.trajectory)
+        traj.turns, traj.metrics = list(state.trajectory.turns), dict(state.trajectory.metrics)
+        return EpisodeState(
+            env,
+            state.task,
+            chat,
+            traj,
+            list(state.messages),
+            list(state.infos),
+            list(state.actions),
+            list(state.observations),
+            state.seed,
+        )
+
+    # ---- internals --------------------------------------------------------------------
+    async def _demonstrate(self, state: EpisodeState, demo: TextPolicy) -> Generation:
+        start = time.perf_counter()
+        reply = demo(list(state.messages), dict(state.infos[-1]))
+        text = await reply if inspect.isawaitable(reply) else reply
+        eos = self.tokenizer.eos_token_id
+        ids = list(self.tokenizer.encode(str(text), add_special_tokens=False)) + (
+            [eos] if eos is not None else []
+        )
+        return Generation(
+            prompt_index=0,
+            token_ids=ids,
+            logprobs=[0.0] * len(ids),
+            finish_reason="stop",
+            num_prompt_tokens=len(state.chat.ids),
+            latency_s=time.perf_counter() - start,
+            weights_version=-1 - self.version_offset,  # version -1: a demonstration, no policy sampled it
+        )
+
+    async def _apply(self, state: EpisodeState, gen: Generation) -> None:
+        """Record the reply as a turn, step the env with its text, append the observation."""
+        ids = list(gen.token_ids)
+        version = self.version_offset + gen.weights_version
+        turn = Turn(
+            response_ids=ids,
+            response_logprobs=[float(x) for x in gen.logprobs],
+            policy_versions=[version] * len(ids),
+            finish_reason=gen.finish_reason,
+            gen_s=gen.latency_s,
+        )
+        state.chat.append_response(ids)
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        state.trajectory.turns.append(turn)
+        state.actions.append(text)
+        state.messages.append({"role": "assistant", "content": text})
+        start = time.perf_counter()
+        try:
+            obs, reward, terminated, truncated, info = await astep(state.env, text)
+        except Exception as e:  # envs turn model errors into observations; this is an env bug
+            log.warning("env step failed: %s: %s", type(e).__name__, e)
+            turn.env_s = time.perf_counter() - start
+            await self._end(state, truncation="env_error", error=f"{type(e).__name__}: {e}", finish_env=False)
+            return
+        turn.env_s = time.perf_counter() - start
+        turn.reward = float(reward)
+        turn.env_state_hash = str(info.get("state_hash", ""))
+        calls = info.get("tool_calls") or []
+        turn.tool_call_ok = all(c.get("ok") for c in calls) if calls else None
+        state.infos.append(info)
+        msgs = list(observation_messages(obs))
+        state.messages.extend(msgs)
+        state.observations.append(msgs)
+        if terminated or truncated:
+            reason = None if terminated else str(info.get("truncated_by") or "env")
+            await self._end(state, truncation=reason, terminated=bool(terminated), finish_env=False)
+            return
+        added = state.chat.append_messages(msgs)
+        if len(state.chat.ids) >= self.config.max_context_tokens:
+            # No room left for a reply: the observation is not kept (the model never saw it).
+            del state.chat.ids[len(state.chat.ids) - len(added) :]
+            await self._end(state, truncation="context_overflow")
+            return
+        turn.observation_ids = added
+
+    async def _end(
+        self,
+        state: EpisodeState,
+        *,
+        truncation: str | None,
+        terminated: bool = False,
+        error: str | None = None,
+        finish_env: bool = True,
+    ) -> None:
+        """Mark the episode over; when a budget (not the env) ended it, let the env score it."""
+        traj = state.trajectory
+        if finish_env:
+            try:
+                bonus, extra = await afinish(state.env)
+            except Exception as e:
+                log.warning("scoring the cut episode failed: %s: %s", type(e).__name__, e)
+                bonus, extra = 0.0, {"finish_error": f"{type(e).__name__}: {e}"}
+            if traj.turns:
+                traj.turns[-1].reward += float(bonus)
+            state.infos.append({**dict(extra), "truncated_by": truncation})
+        traj.outcome_reward = float(sum(t.reward for t in traj.turns))
+        traj.terminated, traj.truncation = terminated, None if terminated else truncation
+        state.done, state.error = True, error
+
+    def _check_template(self, tools: Any) -> None:
+        key = "tools" if tools else "plain"
+        if key not in self._template_checked:
+            problems = check_append_only(self.tokenizer, tools)
+            self._template_checked[key] = problems
+            if problems:
+                log.warning(
+                    "the chat template is not append-only (%s); arborl trains on the exact ids the "
+                    "model saw, but applying this template to the full history would differ",
+                    "; ".join(problems),
+                )
+
+
+class ForkMismatch(RuntimeError):
+    """Replaying an episode's actions in a fresh env did not reproduce it."""
+
+
+def _episode_metrics(traj: Trajectory, infos: list[Mapping[str, Any]]) -> dict[str, float]:
+    calls = [c for info in infos for c in (info.get("tool_calls") or [])]
+    return {
+        "turns": float(len(traj.turns)),
+        "response_tokens": float(traj.num_response_tokens),
+        "total_tokens": float(len(traj)),
+        "success": float(traj.outcome_reward > 0),
+        "tool_calls": float(len(calls)),
+        "tool_errors": float(sum(not c.get("ok") for c in calls)),
+        "format_errors": float(sum(bool(info.get("format_error")) for info in infos)),
+        "gen_s": float(sum(t.gen_s for t in traj.turns)),
+        "env_s": float(sum(t.env_s for t in traj.turns)),
+    }
