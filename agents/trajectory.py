@@ -35,7 +35,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # v2 added tree_path; v1 files still read
+READABLE_VERSIONS = (1, 2)
 
 
 @dataclass(slots=True)
@@ -75,6 +76,7 @@ class Trajectory:
     terminated: bool = False
     truncation: str | None = None  # max_turns | max_tokens | context_overflow | env_error | None
     metrics: dict[str, float] = field(default_factory=dict)
+    tree_path: list[int] = field(default_factory=list)  # a tree leaf's node id per turn; [] otherwise
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + sum(len(t.response_ids) + len(t.observation_ids) for t in self.turns)
@@ -191,6 +193,7 @@ class TrajectoryTree:
                     outcome_reward=node.outcome_reward or 0.0,
                     terminated=node.terminal,
                     truncation=node.truncation,
+                    tree_path=self.path(leaf),
                 )
             )
         return out
@@ -226,6 +229,7 @@ SCHEMA = pa.schema(
         ("terminated", pa.bool_()),
         ("truncation", pa.string()),
         ("metrics", pa.map_(pa.string(), pa.float64())),
+        ("tree_path", pa.list_(pa.int32())),
     ],
     metadata={b"arborl.trajectory_schema": str(SCHEMA_VERSION).encode()},
 )
@@ -242,6 +246,7 @@ def _row(t: Trajectory) -> dict[str, Any]:
         "terminated": t.terminated,
         "truncation": t.truncation,
         "metrics": list(t.metrics.items()),
+        "tree_path": t.tree_path,
     }
 
 
@@ -264,10 +269,11 @@ def read_trajectories(paths: str | Path | Iterable[str | Path]) -> list[Trajecto
     for p in paths:
         table = pq.read_table(p)
         version = int((table.schema.metadata or {}).get(b"arborl.trajectory_schema", b"0"))
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"{p} has trajectory schema v{version}; this arborl reads v{SCHEMA_VERSION}")
+        if version not in READABLE_VERSIONS:
+            raise ValueError(f"{p} has trajectory schema v{version}; this arborl reads v{READABLE_VERSIONS}")
         for row in table.to_pylist():
             turns = [Turn(**turn) for turn in row.pop("turns")]
             row["metrics"] = dict(row["metrics"] or [])
+            row["tree_path"] = list(row.get("tree_path") or [])
             out.append(Trajectory(turns=turns, **row))
     return out

@@ -88,10 +88,30 @@ def trajectories_to_dataproto(
         "uid": np.array([t.group_id or t.traj_id for t in trajectories], dtype=object),
         "traj_id": np.array([t.traj_id for t in trajectories], dtype=object),
         "task_id": np.array([t.task_id for t in trajectories], dtype=object),
+        # Per turn (credit estimators read them, see arborl.agents.credit): the env state hash
+        # after the turn (GiGPO anchors), the turn's node in its tree (tree estimator).
+        "turn_state_hashes": _object_rows(
+            [tuple(turn.env_state_hash for turn in t.turns) for t in trajectories]
+        ),
+        # (rows that are not tree leaves get node ids of their own: they share no prefix)
+        "tree_paths": _object_rows(
+            [
+                tuple(t.tree_path) if t.tree_path else tuple((t.traj_id, k) for k in range(len(t.turns)))
+                for t in trajectories
+            ]
+        ),
     }
     return DataProto.from_dict(
         tensors=tensors, non_tensors=non_tensors, meta_info={"pad_token_id": pad_token_id}
     )
+
+
+def _object_rows(rows: list[tuple]) -> np.ndarray:
+    """A 1-D object array of tuples (np.array would make a 2-D array of equal-length rows)."""
+    out = np.empty(len(rows), dtype=object)
+    for i, row in enumerate(rows):
+        out[i] = row
+    return out
 
 
 def _response_columns(t: Trajectory) -> tuple[np.ndarray, ...]:
