@@ -1,0 +1,275 @@
+"""One optimisation step of the policy on a verl `DataProto` (the single-machine learner).
+
+    learner = Learner(model, LearnerConfig(lr=1e-4, loss_mode="vanilla"))
+    metrics = learner.ppo_update(batch)        # batch: trajectories_to_dataproto(...) + "advantages"
+    metrics = learner.sft_update(batch)        # demonstrations: NLL on the loss-mask tokens
+
+Per-token log-probs and entropies come from the fused kernel (`arborl.kernels`): hidden
+states of the response positions go through the LM head chunk by chunk, so the
+``[tokens, vocab]`` logits are never materialised. Only tokens under the response mask are
+sent through the head::
+
+    input_ids   | pad p p p | r r r o o o r r | pad |
+    hidden      |   h h h h   h h h h h h h     |      position t predicts token t+1
+    scored      |         ^ ^ ^       ^ ^ ^     |      (mask 1 → gathered → kernel → scattered back)
+
+The policy loss is verl's, looked up by name in its registry (`get_policy_loss_fn`:
+vanilla, gspo, cispo, ...), aggregated by verl's `agg_loss` with global token / sequence
+counts so that micro-batching does not change the loss. Off-policy correction (asynchronous
+rollouts sample with older weights):
+
+- ``decoupled`` (default): recompute the proximal log-probs ``π_prox`` (the weights at the
+  start of this step); PPO clips ``π_θ/π_prox``; each token is weighted by the truncated
+  importance ratio ``min(π_prox/π_behav, C)`` (verl's rollout-correction weights).
+- ``tis``: no recompute; truncated importance sampling on a REINFORCE loss,
+  ``-min(π_θ/π_behav, C) · A · log π_θ`` (verl's bypass mode).
+- ``none``: PPO around the behaviour policy itself (``π_prox := π_behav``).
+
+Every update logs the log-ratio statistics and the effective sample size.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_weights
+
+from arborl.kernels import fused_logprob_entropy
+
+
+class LearnerConfig(BaseModel):
+    """Optimiser, loss and correction settings of the learner."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lr: float = Field(1e-5, gt=0, description="peak learning rate (AdamW)")
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = Field(1.0, gt=0, description="max global grad norm")
+    warmup_steps: int = Field(0, ge=0, description="linear warm-up of the learning rate")
+    schedule: Literal["constant", "cosine", "linear"] = Field("constant", description="after warm-up")
+    total_steps: int = Field(1000, ge=1, description="length of the cosine / linear schedule")
+    loss_mode: str = Field(
+        "vanilla", description="verl policy-loss registry name (vanilla, gspo, cispo, ...)"
+    )
+    loss_agg_mode: str = Field("token-mean", description="verl agg_loss mode")
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.28
+    clip_ratio_c: float = Field(3.0, gt=1.0, description="dual-clip bound for negative advantages")
+    entropy_coef: float = Field(0.0, description="entropy bonus weight")
+    kl_coef: float = Field(0.0, ge=0, description="KL-to-reference weight (needs a reference model)")
+    kl_penalty: str = Field("low_var_kl", description="verl kl_penalty estimator name")
+    correction: Literal["decoupled", "tis", "none"] = Field("decoupled", description="off-policy correction")
+    is_threshold: float = Field(2.0, gt=0, description="truncation C of importance weights")
+    micro_batch_size: int = Field(8, ge=1, description="rows per forward/backward")
+    temperature: float = Field(1.0, gt=0, description="the rollout sampling temperature")
+    kernel_backend: Literal["auto", "torch", "triton"] = "auto"
+
+
+def _lr_lambda(cfg: LearnerConfig) -> Any:
+    def f(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        frac = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.total_steps - cfg.warmup_steps))
+        if cfg.schedule == "cosine":
+            return 0.5 * (1 + math.cos(math.pi * frac))
+        if cfg.schedule == "linear":
+            return 1.0 - frac
+        return 1.0
+
+    return f
+
+
+def verl_actor_config(cfg: LearnerConfig) -> Any:
+    """The verl `ActorConfig` its policy-loss functions read."""
+    from verl.trainer.config import RolloutCorrectionConfig
+    from verl.workers.config import ActorConfig
+    from verl.workers.config.actor import PolicyLossConfig
+
+    policy_loss = PolicyLossConfig(loss_mode=cfg.loss_mode)
+    if cfg.correction == "tis":
+        correction = RolloutCorrectionConfig(
+            rollout_is="token", rollout_is_threshold=cfg.is_threshold, loss_type="reinforce", bypass_mode=True
+        )
+        policy_loss = PolicyLossConfig(loss_mode="bypass_mode", rollout_correction=correction)
+    actor = ActorConfig(
+        strategy="fsdp",
+        rollout_n=1,
+        ppo_micro_batch_size_per_gpu=cfg.micro_batch_size,
+        clip_ratio=cfg.clip_ratio_low,
+        clip_ratio_low=cfg.clip_ratio_low,
+        clip_ratio_high=cfg.clip_ratio_high,
+        clip_ratio_c=cfg.clip_ratio_c,
+        loss_agg_mode=cfg.loss_agg_mode,
+        policy_loss=policy_loss,
+    )
+    return actor
+
+
+class Learner:
+    """Holds the trained model, its optimiser and schedule; applies PPO and SFT updates."""
+
+    def __init__(self, model: Any, config: LearnerConfig | None = None, ref_model: Any | None = None) -> None:
+        self.model = model
+        self.config = cfg = config or LearnerConfig()
+        if cfg.kl_coef > 0 and ref_model is None:
+            raise ValueError("kl_coef > 0 needs a reference model (ref_model=)")
+        self.ref_model = ref_model
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _lr_lambda(cfg))
+        self.actor_cfg = verl_actor_config(cfg)
+        self.loss_fn = core_algos.get_policy_loss_fn(
+            "bypass_mode" if cfg.correction == "tis" else cfg.loss_mode
+        )
+        self.steps = 0
+
+    # ---- log-probs ---------------------------------------------------------------------
+    def _forward(self, model: Any, mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probs and entropies ``[b, R]`` of the response tokens (0 off the mask)."""
+        resp_len = mb["responses"].shape[1]
+        out = model.model(
+            input_ids=mb["input_ids"], attention_mask=mb["attention_mask"], position_ids=mb["position_ids"]
+        )
+        hidden = out.last_hidden_state[:, -resp_len - 1 : -1]  # position t predicts token t+1
+        mask = mb["response_mask"].bool()
+        head = model.get_output_embeddings()
+        lp, ent = fused_logprob_entropy(
+            hidden[mask],
+            head.weight,
+            mb["responses"][mask],
+            temperature=self.config.temperature,
+            bias=getattr(head, "bias", None),
+            backend=self.config.kernel_backend,
+        )
+        logp = torch.zeros(mask.shape, dtype=lp.dtype).masked_scatter(mask, lp)
+        entropy = torch.zeros(mask.shape, dtype=ent.dtype).masked_scatter(mask, ent)
+        return logp, entropy
+
+    def _micro_batches(self, data: Any) -> list[dict[str, torch.Tensor]]:
+        keys = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask"]
+        extra = ("advantages", "old_log_probs", "rollout_log_probs", "ref_log_prob", "is_weights")
+        keys += [k for k in extra if k in data.batch.keys()]  # noqa: SIM118 - a TensorDict
+        n, size = len(data), self.config.micro_batch_size
+        return [{k: data.batch[k][i : i + size] for k in keys} for i in range(0, n, size)]
+
+    @torch.no_grad()
+    def compute_logprobs(self, data: Any, model: Any | None = None) -> torch.Tensor:
+        """Log-probs ``[B, R]`` of the batch's responses under `model` (default: the policy)."""
+        model = model or self.model
+        was_training = model.training
+        model.eval()
+        try:
+            return torch.cat([self._forward(model, mb)[0] for mb in self._micro_batches(data)])
+        finally:
+            model.train(was_training)
+
+    # ---- updates -----------------------------------------------------------------------
+    def _global_info(self, mask: torch.Tensor) -> dict[str, Any]:
+        return {
+            "dp_size": 1,
+            "batch_num_tokens": int(mask.sum().item()),
+            "global_batch_size": int((mask.sum(-1) > 0).sum().item()),
+        }
+
+    def ppo_update(self, data: Any) -> dict[str, float]:
+        """One optimiser step of the policy loss on `data` (needs ``advantages``)."""
+        cfg, batch = self.config, data.batch
+        mask = batch["response_mask"].float()
+        metrics: dict[str, float] = {}
+        behav = batch["rollout_log_probs"].float()
+        if cfg.correction == "decoupled":
+            prox = self.compute_logprobs(data)
+            weights, is_metrics = compute_rollout_correction_weights(
+                (prox - behav) * mask, mask, rollout_is="token", rollout_is_threshold=cfg.is_threshold
+            )
+            batch["old_log_probs"], batch["is_weights"] = prox, weights
+            metrics.update({f"offpolicy/{k}": float(v) for k, v in is_metrics.items()})
+            metrics["offpolicy/log_ratio_abs_mean"] = _masked_mean((prox - behav).abs(), mask)
+        else:
+            batch["old_log_probs"] = behav
+        if self.ref_model is not None and cfg.kl_coef > 0:
+            batch["ref_log_prob"] = self.compute_logprobs(data, self.ref_model)
+        self.actor_cfg.global_batch_info.clear()
+        self.actor_cfg.global_batch_info.update(self._global_info(mask))
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        sums: dict[str, float] = {}
+        for mb in self._micro_batches(data):
+            logp, ent = self._forward(self.model, mb)
+            m = mb["response_mask"].float()
+            pg_loss, pg_metrics = self.loss_fn(
+                mb["old_log_probs"],
+                logp,
+                mb["advantages"],
+                m,
+                cfg.loss_agg_mode,
+                self.actor_cfg,
+                rollout_is_weights=mb.get("is_weights"),
+            )
+            loss = pg_loss
+            info = self.actor_cfg.global_batch_info
+            ent_loss = core_algos.agg_loss(ent, m, cfg.loss_agg_mode, **info)
+            if cfg.entropy_coef:
+                loss = loss - cfg.entropy_coef * ent_loss
+            if "ref_log_prob" in mb:
+                kl = core_algos.kl_penalty(logp, mb["ref_log_prob"], cfg.kl_penalty)
+                kl_loss = core_algos.agg_loss(kl, m, cfg.loss_agg_mode, **info)
+                loss = loss + cfg.kl_coef * kl_loss
+                sums["actor/kl"] = sums.get("actor/kl", 0.0) + float(kl_loss.detach())
+            loss.backward()
+            share = float(m.sum() / max(1.0, mask.sum().item()))
+            sums["actor/pg_loss"] = sums.get("actor/pg_loss", 0.0) + float(pg_loss.detach())
+            sums["actor/entropy"] = sums.get("actor/entropy", 0.0) + float(ent_loss.detach())
+            for k, v in pg_metrics.items():
+                if isinstance(v, int | float):
+                    sums[k] = sums.get(k, 0.0) + float(v) * share
+        metrics.update(sums)
+        metrics.update(self._step())
+        return metrics
+
+    def sft_update(self, data: Any) -> dict[str, float]:
+        """One optimiser step of token-mean negative log-likelihood on the loss-mask tokens."""
+        mask_all = data.batch["response_mask"].float()
+        total = max(1.0, mask_all.sum().item())
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        nll_sum = 0.0
+        for mb in self._micro_batches(data):
+            logp, _ = self._forward(self.model, mb)
+            loss = -(logp * mb["response_mask"]).sum() / total
+            loss.backward()
+            nll_sum += float(loss.detach())
+        return {"sft/nll": nll_sum, **self._step()}
+
+    def _step(self) -> dict[str, float]:
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        norm = torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip)
+        if not torch.isfinite(norm):
+            self.optimizer.zero_grad(set_to_none=True)  # skip a step that would poison the weights
+            return {"actor/grad_norm": float(norm), "actor/skipped_step": 1.0}
+        self.optimizer.step()
+        self.scheduler.step()
+        self.steps += 1
+        return {"actor/grad_norm": float(norm), "actor/lr": self.scheduler.get_last_lr()[0]}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Optimiser, schedule and step count (the model's weights are saved separately)."""
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "steps": self.steps,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.steps = int(state["steps"])
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
+    return float((x * mask).sum() / mask.sum().clamp(min=1))
