@@ -155,9 +155,18 @@ class Agent:
         return state
 
     async def step(
-        self, state: EpisodeState, gate: Gate | None = None, demo: TextPolicy | None = None
+        self,
+        state: EpisodeState,
+        gate: Gate | None = None,
+        demo: TextPolicy | None = None,
+        prefix: Turn | None = None,
     ) -> None:
-        """One turn: generate a reply (or take `demo`'s), step the env, append the observation."""
+        """One turn: generate a reply (or take `demo`'s), step the env, append the observation.
+
+        With `prefix` (the first tokens of a reply sampled earlier, with their log-probs and
+        versions), only the rest of the reply is generated: the turn is ``prefix + new``.
+        Tree rollouts branch at uncertain tokens this way without sampling the prefix again.
+        """
         if state.done:
             raise RuntimeError("the episode has ended")
         if len(state.trajectory.turns) >= self.config.max_turns:
@@ -165,20 +174,42 @@ class Agent:
             return
         if gate is not None:
             await gate()  # a paused partial rollout waits here, between turns
-        budget = self.config.max_context_tokens - len(state.chat.ids)
-        sampling = self.config.sampling.model_copy(
-            update={"n": 1, "max_new_tokens": min(self.config.max_new_tokens, budget)}
-        )
+        head = list(prefix.response_ids) if prefix else []
+        budget = self.config.max_context_tokens - len(state.chat.ids) - len(head)
+        room = min(self.config.max_new_tokens - len(head), budget)
+        if room < 1:
+            raise ValueError(f"a prefix of {len(head)} tokens leaves no room for the rest of the reply")
+        sampling = self.config.sampling.model_copy(update={"n": 1, "max_new_tokens": room})
         try:
             if demo is not None:
                 gen = await self._demonstrate(state, demo)
             else:
-                gen = (await self.engine.generate([state.chat.ids], sampling))[0]
+                gen = (await self.engine.generate([state.chat.ids + head], sampling))[0]
         except Exception as e:
             log.warning("generation failed: %s: %s", type(e).__name__, e)
             await self._end(state, truncation="engine_error", error=f"{type(e).__name__}: {e}")
             return
-        await self._apply(state, gen)
+        await self._apply(state, gen, prefix)
+
+    def snapshot(self, state: EpisodeState) -> EpisodeState:
+        """A copy of the episode's record without its env, to fork later (`fork`)."""
+        chat = copy.copy(state.chat)
+        chat.ids, chat.messages = list(state.chat.ids), list(state.chat.messages)
+        chat.last_response = list(state.chat.last_response)
+        traj = copy.copy(state.trajectory)
+        traj.turns, traj.metrics = list(state.trajectory.turns), dict(state.trajectory.metrics)
+        return EpisodeState(
+            None,  # type: ignore[arg-type]  # a snapshot holds no env; fork() gives it one
+            state.task,
+            chat,
+            traj,
+            list(state.messages),
+            list(state.infos),
+            list(state.actions),
+            list(state.observations),
+            state.seed,
+            state.done,
+        )
 
     async def finish(self, state: EpisodeState) -> AgentEpisode:
         """Give the sandbox back and package the episode."""
@@ -206,22 +237,9 @@ class Agent:
         for i, (seen, again) in enumerate(zip(state.observations, replayed, strict=True)):
             if seen != again:
                 raise ForkMismatch(f"observation {i} differs on replay: the env is not deterministic")
-        chat = copy.copy(state.chat)
-        chat.ids, chat.messages = list(state.chat.ids), list(state.chat.messages)
-        chat.last_response = list(state.chat.last_response)
-        traj = copy.copy(state.trajectory)
-        traj.turns, traj.metrics = list(state.trajectory.turns), dict(state.trajectory.metrics)
-        return EpisodeState(
-            env,
-            state.task,
-            chat,
-            traj,
-            list(state.messages),
-            list(state.infos),
-            list(state.actions),
-            list(state.observations),
-            state.seed,
-        )
+        copied = self.snapshot(state)
+        copied.env = env
+        return copied
 
     # ---- internals --------------------------------------------------------------------
     async def _demonstrate(self, state: EpisodeState, demo: TextPolicy) -> Generation:
@@ -242,14 +260,17 @@ class Agent:
             weights_version=-1 - self.version_offset,  # version -1: a demonstration, no policy sampled it
         )
 
-    async def _apply(self, state: EpisodeState, gen: Generation) -> None:
-        """Record the reply as a turn, step the env with its text, append the observation."""
-        ids = list(gen.token_ids)
+    async def _apply(self, state: EpisodeState, gen: Generation, prefix: Turn | None = None) -> None:
+        """Record the reply (after `prefix`, if any) as a turn, step the env with its text,
+        append the observation."""
         version = self.version_offset + gen.weights_version
+        head = prefix or Turn([], [])
+        ids = list(head.response_ids) + list(gen.token_ids)
         turn = Turn(
             response_ids=ids,
-            response_logprobs=[float(x) for x in gen.logprobs],
-            policy_versions=[version] * len(ids),
+            response_logprobs=list(head.response_logprobs) + [float(x) for x in gen.logprobs],
+            policy_versions=list(head.policy_versions or [-1] * len(head.response_ids))
+            + [version] * len(gen.token_ids),
             finish_reason=gen.finish_reason,
             gen_s=gen.latency_s,
         )

@@ -139,13 +139,19 @@ class Trajectory:
 
 @dataclass(slots=True)
 class TreeNode:
-    """A turn in a rollout tree; `parent` is -1 for children of the root prompt."""
+    """A turn in a rollout tree; `parent` is -1 for children of the root prompt.
+
+    A node with `continues=True` is the first part of a turn that was branched at an
+    uncertain token: its children hold the rest of that turn (each a different
+    continuation, with the observation). Flattening joins the parts into one `Turn`.
+    """
 
     turn: Turn
     parent: int = -1
     terminal: bool = False
     outcome_reward: float | None = None  # set on leaves
     truncation: str | None = None
+    continues: bool = False
 
 
 @dataclass(slots=True)
@@ -179,28 +185,65 @@ class TrajectoryTree:
         return [i for i in range(len(self.nodes)) if i not in parents]
 
     def leaves(self) -> list[Trajectory]:
-        """One trajectory per leaf (same group id), for training on the flattened tree."""
+        """One trajectory per leaf (same group id), for training on the flattened tree.
+
+        `tree_path` holds, per turn, the id of the node that ends the turn (a turn split at an
+        uncertain token is one turn here: its first part's tokens are shared with siblings).
+        """
         out = []
         for leaf in self.leaf_ids():
             node = self.nodes[leaf]
+            turns, ends = self._joined(self.path(leaf))
             out.append(
                 Trajectory(
                     prompt_ids=list(self.prompt_ids),
-                    turns=[self.nodes[i].turn for i in self.path(leaf)],
+                    turns=turns,
                     task_id=self.task_id,
                     group_id=self.group_id,
                     traj_id=f"{self.group_id}-{leaf}",
                     outcome_reward=node.outcome_reward or 0.0,
                     terminated=node.terminal,
                     truncation=node.truncation,
-                    tree_path=self.path(leaf),
+                    tree_path=ends,
                 )
             )
         return out
 
+    def _joined(self, path: list[int]) -> tuple[list[Turn], list[int]]:
+        """The turns along `path`, parts of a split turn joined into one."""
+        turns: list[Turn] = []
+        ends: list[int] = []
+        pending: list[Turn] = []
+        for i in path:
+            node = self.nodes[i]
+            if node.continues:
+                pending.append(node.turn)
+                continue
+            turns.append(join_turns([*pending, node.turn]) if pending else node.turn)
+            ends.append(i)
+            pending = []
+        return turns, ends
+
     def generated_tokens(self) -> int:
         """Tokens actually sampled for the whole tree (each shared prefix counted once)."""
         return sum(len(n.turn.response_ids) for n in self.nodes)
+
+
+def join_turns(parts: Sequence[Turn]) -> Turn:
+    """One turn from its parts: their response tokens in order, the last part's rest."""
+    last = parts[-1]
+    return Turn(
+        response_ids=[x for p in parts for x in p.response_ids],
+        response_logprobs=[x for p in parts for x in p.response_logprobs],
+        observation_ids=list(last.observation_ids),
+        policy_versions=[x for p in parts for x in (p.policy_versions or [-1] * len(p.response_ids))],
+        reward=last.reward,
+        env_state_hash=last.env_state_hash,
+        finish_reason=last.finish_reason,
+        tool_call_ok=last.tool_call_ok,
+        gen_s=sum(p.gen_s for p in parts),
+        env_s=last.env_s,
+    )
 
 
 # ---- Parquet ----------------------------------------------------------------------------------

@@ -1,0 +1,262 @@
+"""Tree rollouts: branch episodes at turn boundaries and at uncertain tokens, sampling every
+shared prefix once.
+
+    trees = TreeRollout(agent, env_factory, TreeConfig(leaves=8, roots=2))
+    result = await trees.run(task)
+    result.tree                  # TrajectoryTree: shared prefixes stored once
+    result.leaves                # one Trajectory per leaf, same group id, `tree_path` set
+    result.generated_tokens      # tokens sampled for the whole tree
+
+How a tree grows, in rounds::
+
+    round 0   `roots` independent episodes                 r1 ──●──●──● (1)    r2 ──●──● (0)
+    round k   pick fork points, run `branches` per point   r1 ──●──●──● (1)
+              until the tree has `leaves` leaves                  └──●──● (0)  ← forked after turn 1
+                                                                   ●━━━◐──● (1) ← forked at token 7
+                                                                            of turn 2
+
+Fork points are turn boundaries (the env state after a turn) and uncertain tokens inside a
+turn (sampled log-prob below `token_logprob_threshold`, as in ARPO / lookahead tree
+rollouts): a token fork keeps the turn's first tokens and samples the rest again. Points are
+scored TRACE-style, favouring prefixes whose subtrees have mixed outcomes::
+
+    score(n) = p(1 - p) + explore / (1 + leaves below n)      p = mean outcome below n
+
+ties going to deeper points (more shared tokens). The env state at a fork point is rebuilt
+by replaying the prefix's actions in a fresh env (`Agent.fork`; a nondeterministic env is
+caught there). `bench/bench_tree.py` measures replay against the alternative.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import gymnasium
+from pydantic import BaseModel, ConfigDict, Field
+
+from arborl.envs import arelease
+
+from .agent import Agent, EpisodeState, ForkMismatch
+from .trajectory import Trajectory, TrajectoryTree, Turn, join_turns
+
+log = logging.getLogger(__name__)
+
+
+class TreeConfig(BaseModel):
+    """Shape and budget of one task's rollout tree."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    leaves: int = Field(8, ge=1, description="leaf trajectories per tree (the group size)")
+    roots: int = Field(2, ge=1, description="independent episodes before any branching")
+    branches: int = Field(2, ge=1, description="new branches started at each chosen fork point")
+    branch_at: Literal["turn", "token", "both"] = Field("both", description="where forks may happen")
+    token_logprob_threshold: float = Field(-2.0, description="a sampled token below it is a fork point")
+    explore: float = Field(0.25, ge=0, description="bonus for points with few leaves below")
+    max_parallel: int = Field(8, ge=1, description="branches run at once in a round")
+
+
+@dataclass
+class TreeResult:
+    tree: TrajectoryTree
+    leaves: list[Trajectory]
+    generated_tokens: int
+    forks: dict[str, int] = field(default_factory=dict)  # "turn" / "token" / "failed" counts
+
+
+@dataclass
+class _Point:
+    """A place to branch from: after `node` (a turn boundary; -1: the start), or inside
+    `node`'s reply at token `at` (a token fork)."""
+
+    node: int
+    at: int | None
+    score: float
+    depth: int
+
+
+class TreeRollout:
+    """Grows one tree per task with an `Agent` and fresh envs from `env_factory`."""
+
+    def __init__(
+        self, agent: Agent, env_factory: Callable[[], gymnasium.Env], config: TreeConfig | None = None
+    ):
+        self.agent, self.env_factory = agent, env_factory
+        self.config = config or TreeConfig()
+
+    async def run(self, task: Any, group_id: str | None = None) -> TreeResult:
+        cfg = self.config
+        tree = TrajectoryTree(prompt_ids=[], task_id="", group_id=group_id or uuid.uuid4().hex)
+        snaps: dict[int, EpisodeState] = {}  # node (or -1: the start) → the episode after it
+        forks = {"turn": 0, "token": 0, "failed": 0}
+        await asyncio.gather(
+            *(self._branch(tree, snaps, task, None) for _ in range(min(cfg.roots, cfg.leaves)))
+        )
+        replay_works = True
+        while len(tree.leaf_ids()) < cfg.leaves:
+            want = min(cfg.leaves - len(tree.leaf_ids()), cfg.max_parallel)
+            jobs = []
+            for point in self._choose(tree, snaps, want) if replay_works else []:
+                kind = "token" if point.at is not None else "turn"
+                if point.at is not None:  # split once; every branch of the point shares the prefix
+                    point = _Point(
+                        self._split(tree, snaps, point.node, point.at), point.at, point.score, point.depth
+                    )
+                for _ in range(min(cfg.branches, want - len(jobs))):
+                    jobs.append(self._branch(tree, snaps, task, point))
+                    forks[kind] += 1
+            if not jobs:  # nowhere to branch (or replay fails): sample afresh
+                jobs = [self._branch(tree, snaps, task, None) for _ in range(want)]
+            results = await asyncio.gather(*jobs)
+            forks["failed"] += results.count(False)
+            replay_works = any(results)  # a round of failed replays: this env cannot be forked
+        leaves = tree.leaves()
+        return TreeResult(tree, leaves, tree.generated_tokens(), forks)
+
+    # ---- growing ----------------------------------------------------------------------
+    async def _branch(
+        self, tree: TrajectoryTree, snaps: dict[int, EpisodeState], task: Any, point: _Point | None
+    ) -> bool:
+        """Run one new branch to its end; returns False if the fork could not be replayed."""
+        env = self.env_factory()
+        prefix: Turn | None = None
+        if point is None:
+            state = await self.agent.start(env, task, group_id=tree.group_id)
+            if not tree.prompt_ids:
+                tree.prompt_ids, tree.task_id = list(state.trajectory.prompt_ids), state.trajectory.task_id
+            snaps.setdefault(-1, self.agent.snapshot(state))
+            parent = -1
+        else:
+            # A token fork's point.node is the split turn's prefix node: start before that turn.
+            start, head = (point.node, None) if point.at is None else _turn_head(tree, point.node)
+            try:
+                state = await self.agent.fork(snaps[start], env)
+            except ForkMismatch as e:
+                log.warning("cannot fork by replay: %s", e)
+                await arelease(env)
+                return False
+            parent = start
+            if point.at is not None:
+                parent, prefix = point.node, head
+        while not state.done:
+            before = len(state.trajectory.turns)
+            await self.agent.step(state, prefix=prefix)
+            if len(state.trajectory.turns) > before:
+                turn = state.trajectory.turns[-1]
+                if prefix is not None:  # the node holds only what this branch sampled
+                    turn = _suffix(turn, len(prefix.response_ids))
+                    prefix = None
+                parent = tree.add(turn, parent)
+                if not state.done:
+                    snaps[parent] = self.agent.snapshot(state)
+        leaf = tree.nodes[parent]
+        leaf.terminal, leaf.truncation = state.trajectory.terminated, state.trajectory.truncation
+        leaf.outcome_reward = state.trajectory.outcome_reward
+        await self.agent.finish(state)
+        return True
+
+    def _split(self, tree: TrajectoryTree, snaps: dict[int, EpisodeState], node: int, at: int) -> int:
+        """Split `node`'s turn at token `at`: the node keeps the first `at` tokens (shared,
+        `continues=True`); a new child takes the rest, the observation and the old children.
+        Returns the prefix node (the parent of the new branch)."""
+        old = tree.nodes[node]
+        if old.continues:
+            raise ValueError("a prefix node is split already")
+        rest = tree.add(_suffix(old.turn, at), node)
+        for child in tree.nodes:
+            if child.parent == node and child is not tree.nodes[rest]:
+                child.parent = rest
+        moved = tree.nodes[rest]
+        moved.terminal, moved.outcome_reward, moved.truncation = (
+            old.terminal,
+            old.outcome_reward,
+            old.truncation,
+        )
+        if node in snaps:
+            snaps[rest] = snaps.pop(node)
+        head = old.turn
+        old.turn = Turn(
+            head.response_ids[:at],
+            head.response_logprobs[:at],
+            policy_versions=(head.policy_versions or [-1] * len(head.response_ids))[:at],
+            finish_reason=head.finish_reason,
+        )
+        old.continues, old.terminal, old.outcome_reward, old.truncation = True, False, None, None
+        return node
+
+    # ---- choosing fork points -----------------------------------------------------------
+    def _choose(self, tree: TrajectoryTree, snaps: dict[int, EpisodeState], want: int) -> list[_Point]:
+        cfg = self.config
+        stats = _subtree_outcomes(tree)
+        points: list[_Point] = []
+        for node in [-1, *range(len(tree.nodes))]:
+            n_leaves, total = stats.get(node, (0, 0.0))
+            if n_leaves == 0:
+                continue
+            p = total / n_leaves
+            score = p * (1 - p) + cfg.explore / (1 + n_leaves)
+            depth = len(tree.path(node)) if node >= 0 else 0
+            if cfg.branch_at in ("turn", "both") and node in snaps and not snaps[node].done:
+                points.append(_Point(node, None, score, depth))
+            token_ok = cfg.branch_at in ("token", "both") and node >= 0 and not tree.nodes[node].continues
+            if token_ok and _turn_head(tree, node)[0] in snaps:
+                lps = tree.nodes[node].turn.response_logprobs
+                unsure = [j for j in range(1, len(lps)) if lps[j] < cfg.token_logprob_threshold]
+                if unsure:
+                    j = min(unsure, key=lambda k: lps[k])  # the least likely token
+                    points.append(_Point(node, j, score + 1e-3, depth))
+        points.sort(key=lambda q: (q.score, q.depth), reverse=True)
+        chosen: list[_Point] = []
+        split: set[int] = set()
+        for q in points:
+            if q.at is not None and q.node in split:
+                continue  # one split per node per round
+            if q.at is not None:
+                split.add(q.node)
+            chosen.append(q)
+            if len(chosen) * cfg.branches >= want:
+                break
+        return chosen
+
+
+def _suffix(turn: Turn, at: int) -> Turn:
+    """`turn` without its first `at` response tokens (the part a token fork re-samples)."""
+    return Turn(
+        turn.response_ids[at:],
+        turn.response_logprobs[at:],
+        observation_ids=list(turn.observation_ids),
+        policy_versions=(turn.policy_versions or [-1] * len(turn.response_ids))[at:],
+        reward=turn.reward,
+        env_state_hash=turn.env_state_hash,
+        finish_reason=turn.finish_reason,
+        tool_call_ok=turn.tool_call_ok,
+        gen_s=turn.gen_s,
+        env_s=turn.env_s,
+    )
+
+
+def _turn_head(tree: TrajectoryTree, node: int) -> tuple[int, Turn]:
+    """For the last part of a (possibly split) turn: the node before the turn, and the turn's
+    earlier parts joined (what a branch inside this part starts from)."""
+    parts = [tree.nodes[node].turn]
+    parent = tree.nodes[node].parent
+    while parent >= 0 and tree.nodes[parent].continues:
+        parts.append(tree.nodes[parent].turn)
+        parent = tree.nodes[parent].parent
+    return parent, join_turns(parts[::-1]) if len(parts) > 1 else parts[0]
+
+
+def _subtree_outcomes(tree: TrajectoryTree) -> dict[int, tuple[int, float]]:
+    """node (and -1, the root) → (leaves below it, sum of their outcomes)."""
+    out: dict[int, tuple[int, float]] = {}
+    for leaf in tree.leaf_ids():
+        reward = tree.nodes[leaf].outcome_reward or 0.0
+        for node in [-1, *tree.path(leaf)]:
+            n, s = out.get(node, (0, 0.0))
+            out[node] = (n + 1, s + reward)
+    return out
