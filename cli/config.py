@@ -10,14 +10,15 @@ from omegaconf import DictConfig, OmegaConf
 CONF_DIR = Path(__file__).with_name("conf")
 
 
-def load_config(overrides: list[str] | None = None) -> DictConfig:
-    """`overrides` are Hydra's: `pool.max_size=4`, `sandbox=local`, `+new.key=1`."""
+def load_config(overrides: list[str] | None = None, name: str = "config") -> DictConfig:
+    """`overrides` are Hydra's: `pool.max_size=4`, `sandbox=local`, `+new.key=1`; `name` is the
+    primary config (`config`, or `train` for `arborl train`)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        return compose(config_name="config", overrides=list(overrides or []))
+        return compose(config_name=name, overrides=list(overrides or []))
 
 
 def section(cfg: DictConfig, key: str) -> dict[str, Any]:

@@ -28,6 +28,9 @@ examples:
   arborl sandbox ls               list every sandbox arborl made on this host
   arborl sandbox gc --all         remove them all (default: only orphans)
   arborl demo sandbox=local       scripted SWE-style episodes over a warm pool
+  arborl train                    the main job: tiny model, tool-mini, warm start + async GRPO
+  arborl train async.mode=sync learner.lr=3e-4 run.dir=runs/sync
+  arborl report runs/train        learning curves (PNG + HTML)
 """
 
 
@@ -37,7 +40,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import demo, sandbox_cmds
+    from . import demo, sandbox_cmds, train_cmds
 
     p = argparse.ArgumentParser(
         prog="arborl",
@@ -63,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     sandbox_cmds.register(sub, add)
     demo.register(add)
+    train_cmds.register(add)
     return p
 
 

@@ -1,0 +1,64 @@
+"""`arborl train` (the main job) and `arborl report RUN...` (learning curves)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from typing import Any
+
+from omegaconf import OmegaConf
+from rich.console import Console
+
+from .config import load_config, section
+
+console = Console()
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from arborl.envs import configure
+    from arborl.sandboxes import PoolConfig
+    from arborl.trainer.config import TrainConfig
+    from arborl.trainer.loop import RunDirError, Trainer
+    from arborl.trainer.report import write_report
+
+    cfg = load_config(args.overrides, name="train")
+    keys = [k for k in cfg if k not in ("sandbox", "pool", "image", "demo")]
+    train = TrainConfig.model_validate({k: OmegaConf.to_container(cfg[k], resolve=True) for k in keys})
+    configure(backend=section(cfg, "sandbox"), pool=PoolConfig(**section(cfg, "pool")))
+    logging.getLogger("arborl").setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
+    console.print(
+        f"[bold]arborl train[/bold] → {train.run.dir}: {train.sft.steps} warm-start steps, then "
+        f"{train.run.steps} RL steps ({train.async_.mode}, {train.algorithm.estimator}) on {train.tasks.train}"
+    )
+    try:
+        summary = asyncio.run(Trainer(train).run())
+    except RunDirError as e:
+        console.print(f"[red]{e}[/red]")
+        return 2
+    png, page = write_report([train.run.dir])
+    first, last = summary["initial_success"], summary["final_success"]
+    if first is not None and last is not None:
+        console.print(f"held-out success: [bold]{first:.0%} → {last:.0%}[/bold]")
+    console.print(f"report: {page} ({png})")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from arborl.trainer.report import write_report
+
+    try:
+        png, page = write_report(args.runs, args.out)
+    except FileNotFoundError as e:
+        console.print(f"[red]{e}[/red]")
+        return 2
+    console.print(f"wrote {page} and {png}")
+    return 0
+
+
+def register(add: Any) -> None:
+    sp = add("train", "train a policy with RL: warm start, then asynchronous GRPO (the main job)", cmd_train)
+    sp.add_argument("overrides", nargs="*", help="Hydra overrides of cli/conf/train.yaml, e.g. learner.lr=1e-4")
+    sp = add("report", "plot the learning curves of training runs (PNG + HTML)", cmd_report)
+    sp.add_argument("runs", nargs="+", help="run directories (several: curves overlaid)")
+    sp.add_argument("--out", default=None, help="output directory (default: the first run's)")

@@ -1,0 +1,119 @@
+"""The training run's configuration: typed, one docstring per field, composed by Hydra.
+
+`arborl train` composes `cli/conf/train.yaml` with command-line overrides
+(`arborl train rollout.group_size=4 learner.lr=1e-5 async.mode=sync`) and validates the
+result into `TrainConfig`; unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from arborl.agents.tiny import TinyModelConfig
+from arborl.agents.tree import TreeConfig
+
+from .learner import LearnerConfig
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelConfig(_Strict):
+    path: str | None = Field(None, description="a HF model directory; None: build the tiny model")
+    tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="the tiny model's size")
+    torch_threads: int | None = Field(None, ge=1, description="torch.set_num_threads for the run")
+
+
+class TasksConfig(_Strict):
+    train: str = Field(
+        "arborl.tasks.tool_mini:generate_tool_tasks",
+        description="training tasks: 'module:function' called as f(n, seed), or 'suite:<name>'",
+    )
+    train_size: int = Field(20000, ge=1, description="tasks drawn from the generator (cycled)")
+    eval_suite: str = Field("tool-mini", description="held-out suite for success-rate evaluation")
+    eval_size: int = Field(64, ge=1, description="tasks of it evaluated (the first N)")
+    seed: int = 0
+
+
+class RolloutConfig(_Strict):
+    env_id: str | None = Field(None, description="env id; None: the eval suite's env")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="gymnasium.make kwargs (merged)")
+    group_size: int = Field(8, ge=1, description="episodes per task (the GRPO group)")
+    groups_per_step: int = Field(8, ge=1, description="groups per learner batch")
+    max_turns: int = Field(4, ge=1)
+    max_new_tokens: int = Field(64, ge=1, description="per turn")
+    max_context_tokens: int = Field(1024, ge=2)
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    tree: TreeConfig | None = Field(
+        None, description="tree rollouts: a group is one tree's leaves (tree.leaves replaces group_size)"
+    )
+
+
+class AsyncConfig(_Strict):
+    mode: Literal["async", "sync"] = Field(
+        "async",
+        description="async: rollouts run while the learner trains (bounded staleness); "
+        "sync: each batch is generated with the current weights (staleness 0)",
+    )
+    max_staleness: int = Field(1, ge=0, description="async: versions a sample may lag the learner")
+    stale: Literal["drop", "downweight"] = Field("drop", description="what happens to staler samples")
+    partial_rollouts: bool = Field(
+        True,
+        description="keep unfinished episodes across weight updates (resumed with new weights) "
+        "instead of waiting for them; sync mode then over-provisions",
+    )
+    overprovision: float = Field(1.5, ge=1.0, description="sync + partial: groups in flight per batch")
+    max_groups_in_flight: int = Field(12, ge=1, description="async: groups generating at once")
+
+
+class AlgorithmConfig(_Strict):
+    estimator: str = Field(
+        "grpo", description="advantage estimator (verl registry: grpo, rloo, gigpo, tree, ...)"
+    )
+    estimator_options: dict[str, Any] = Field(default_factory=dict, description="keyword options of it")
+    drop_uniform_groups: bool = Field(
+        True, description="skip groups whose episodes all scored the same (zero advantage, no signal)"
+    )
+
+
+class SFTConfig(_Strict):
+    steps: int = Field(0, ge=0, description="warm-start steps on scripted demonstrations (0: none)")
+    demos: int = Field(2000, ge=1, description="demonstration episodes collected")
+    batch_size: int = Field(32, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    gold: str | None = Field(
+        None, description="policy factory 'module:fn' (task -> policy); None: the suite's gold"
+    )
+
+
+class RunConfig(_Strict):
+    dir: str = Field("runs/train", description="run directory: metrics, checkpoints, trajectories")
+    steps: int = Field(200, ge=0, description="RL updates")
+    time_budget_min: float | None = Field(None, gt=0, description="stop RL after this much wall time")
+    eval_every: int = Field(20, ge=1, description="RL steps between evaluations")
+    checkpoint_every: int = Field(20, ge=1, description="RL steps between checkpoints")
+    keep_checkpoints: int = Field(2, ge=1)
+    seed: int = 0
+    resume: bool | Literal["auto"] = Field(
+        "auto", description="continue from the run directory's latest checkpoint (auto: if there is one)"
+    )
+    wandb: dict[str, Any] = Field(default_factory=dict, description="wandb.init kwargs; empty: off")
+
+
+class TrainConfig(_Strict):
+    """Everything `arborl train` needs."""
+
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    async_: AsyncConfig = Field(default_factory=AsyncConfig, alias="async")
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    learner: LearnerConfig = Field(default_factory=LearnerConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    run: RunConfig = Field(default_factory=RunConfig)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)

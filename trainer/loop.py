@@ -1,0 +1,401 @@
+"""The single-machine training run: warm start, then asynchronous RL with bounded staleness.
+
+    summary = asyncio.run(Trainer(TrainConfig()).run())     # what `arborl train` does
+
+One process, one event loop: rollout groups (`rollout.RolloutManager`) run on the loop
+while the learner's update runs in a worker thread, joined by a bounded `GroupBuffer`::
+
+    task stream ─▶ RolloutManager ──groups──▶ store (Parquet) ─▶ GroupBuffer ─▶ learner
+         ▲            (agent + envs)                                             │
+         └──────────────── engine.update_weights (policy version + 1) ◀──────────┘
+
+Synchronous training is the same code with staleness 0 (see `RolloutManager` for how the
+mode sets the dispatch limit). A run directory holds everything: `metrics.jsonl`,
+TensorBoard logs, `trajectories/`, `checkpoints/`, `summary.json`; `run.resume=true`
+continues from the latest checkpoint without losing or repeating a trajectory group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import json
+import logging
+import math
+import random
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+
+from arborl.agents import Agent, AgentConfig, read_trajectories, write_trajectories
+from arborl.agents.credit import compute_advantages
+from arborl.agents.engines import HFEngineConfig, SamplingParams
+from arborl.agents.engines.hf import HFEngine
+from arborl.tasks import get_suite
+from arborl.tasks.suites import resolve
+
+from .batch import trajectories_to_dataproto
+from .buffer import Group, GroupBuffer
+from .checkpoint import Checkpointer, RunState
+from .config import TrainConfig
+from .episodes import run_many, success_metrics, task_stream
+from .learner import Learner, LearnerConfig
+from .metrics import MetricsLogger
+from .progress import Progress
+from .rollout import RolloutManager
+from .store import TrajectoryStore
+
+log = logging.getLogger(__name__)
+
+
+class RunDirError(RuntimeError):
+    """The run directory holds another run (resume it, or pick another directory)."""
+
+
+class Trainer:
+    """Owns the model, engine, agent and run directory of one training run."""
+
+    def __init__(self, config: TrainConfig, progress: Progress | None = None) -> None:
+        self.cfg = config
+        self.dir = Path(config.run.dir)
+        self.progress = progress or Progress()
+        self.state = RunState()
+        self._pushes = 0  # engine weight updates so far (the engine counts them too)
+
+    # ---- public --------------------------------------------------------------------------
+    async def run(self) -> dict[str, Any]:
+        self._t0 = time.time()
+        self._setup()
+        try:
+            if self.cfg.sft.steps > self.state.sft_steps:
+                await self._warm_start()  # ends with the evaluation that is also RL's step 0
+            elif self.state.version == 0 and not self._has_eval("rl", 0):
+                await self._evaluate("rl", 0)
+            await self._reinforce()
+            summary = self._summary()
+            (self.dir / "summary.json").write_text(json.dumps(summary, indent=2))
+            return summary
+        finally:
+            await self.engine.close()
+            self.metrics.close()
+
+    # ---- setup -----------------------------------------------------------------------------
+    def _setup(self) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from arborl.agents.tiny import ensure_tiny_model
+
+        cfg = self.cfg
+        if cfg.model.torch_threads:
+            torch.set_num_threads(cfg.model.torch_threads)
+        random.seed(cfg.run.seed)
+        np.random.seed(cfg.run.seed)
+        torch.manual_seed(cfg.run.seed)
+        self.ckpt = Checkpointer(self.dir, keep=cfg.run.keep_checkpoints)
+        latest = self.ckpt.latest()
+        started = (self.dir / "metrics.jsonl").exists()
+        if started and cfg.run.resume is False:
+            raise RunDirError(
+                f"{self.dir} already holds a run: continue it (run.resume=true) or set another run.dir"
+            )
+        if cfg.run.resume is True and latest is None:
+            raise RunDirError(f"nothing to resume in {self.dir}: it has no checkpoint")
+        # A run killed before its first checkpoint resumes from scratch, keeping what it stored.
+        resume = started and cfg.run.resume is not False
+        base = cfg.model.path or str(ensure_tiny_model(config=cfg.model.tiny))
+        weights = str(latest / "model") if resume and latest else base
+        self.tokenizer = AutoTokenizer.from_pretrained(base)
+        self.model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32)
+        self.metrics = MetricsLogger(self.dir, wandb=cfg.run.wandb, config=cfg.model_dump(by_alias=True))
+        self.store = TrajectoryStore(self.dir / "trajectories")
+        self.task_at = task_stream(cfg.tasks.train, cfg.tasks.train_size, cfg.tasks.seed)  # may register suites
+        suite = get_suite(cfg.tasks.eval_suite)
+        self.suite = suite
+        env_id = cfg.rollout.env_id or suite.env_id
+        env_kwargs = {**suite.env_kwargs, **cfg.rollout.env_kwargs}
+        self.env_factory = lambda: gymnasium.make(env_id, **env_kwargs)
+        self.eval_tasks = suite.tasks()[: cfg.tasks.eval_size]
+        self.engine = HFEngine(HFEngineConfig(model=base), model=copy.deepcopy(self.model))
+        ro = cfg.rollout
+        sampling = SamplingParams(temperature=ro.temperature, top_p=ro.top_p)
+        budgets = {"max_turns": ro.max_turns, "max_new_tokens": ro.max_new_tokens}
+        budgets["max_context_tokens"] = ro.max_context_tokens
+        self.agent = Agent(self.engine, self.tokenizer, AgentConfig(sampling=sampling, **budgets))
+        self.greedy = Agent(
+            self.engine, self.tokenizer, AgentConfig(sampling=SamplingParams(temperature=0), **budgets)
+        )
+        learner_cfg = cfg.learner.model_copy(update={"temperature": ro.temperature})
+        self.learner = Learner(self.model, learner_cfg)
+        self.buffer = GroupBuffer(
+            capacity=max(2 * ro.groups_per_step, cfg.async_.max_groups_in_flight),
+            max_staleness=self._max_staleness(),
+            stale=cfg.async_.stale,
+        )
+        if resume:
+            self._restore(latest)
+
+    def _max_staleness(self) -> int | None:
+        a = self.cfg.async_
+        if a.mode == "sync":
+            return None if a.partial_rollouts else 0  # partial rollouts resume across one update
+        return a.max_staleness
+
+    def _restore(self, path: Path | None) -> None:
+        """Continue from checkpoint `path` (None: from the start): stored groups that were not
+        trained go back into the buffer, groups that were in flight are run again."""
+        if path is not None:
+            learner_state, self.state = self.ckpt.load(path)
+            self.learner.load_state_dict(learner_state)
+        v, s = self.state.version, self.state.sft_steps
+        self.metrics.mark_rolled_back({"rl": v, "eval-rl": v, "sft": s, "eval-sft": s})
+        done = set(self.state.trained) | set(self.state.dropped)
+        stored = set(self.store.indices())
+        for index in sorted(stored - done):
+            self.buffer.put_nowait(Group(index, self.store.get(index)))
+        cursor = max([self.state.cursor, *(i + 1 for i in stored)])
+        self._redo = [i for i in range(cursor) if i not in stored and i not in done]
+        self.state.cursor = cursor
+        self.agent.version_offset = self.greedy.version_offset = self.state.version
+        log.info(
+            "resumed %s at version %d: %d groups back in the buffer, %d to run again",
+            path.name if path else "a run without checkpoints",
+            self.state.version,
+            len(stored - done),
+            len(self._redo),
+        )
+
+    def _has_eval(self, phase: str, step: int) -> bool:
+        from .metrics import read_metrics
+
+        return any(
+            e.get("phase") == f"eval-{phase}" and e.get("step") == step for e in read_metrics(self.dir)
+        )
+
+    # ---- warm start ------------------------------------------------------------------------
+    async def _warm_start(self) -> None:
+        sft = self.cfg.sft
+        demos_path = self.dir / "sft" / "demos.parquet"
+        if demos_path.exists():
+            demos = read_trajectories(demos_path)
+        else:
+            gold = resolve(sft.gold) if sft.gold else self.suite.gold_policy
+            # From a later pass over the task stream, so RL's first groups are not the demonstrated tasks.
+            tasks = [self.task_at(self.cfg.tasks.train_size + i) for i in range(sft.demos)]
+            with self.progress.phase("collecting demonstrations", total=None):
+                episodes = await run_many(self.agent, self.env_factory, tasks, demo=gold, concurrency=16)
+            demos = [e.trajectory for e in episodes if e.trajectory.outcome_reward > 0]
+            if len(demos) < len(episodes):
+                log.warning(
+                    "%d of %d demonstrations failed their task; left out",
+                    len(episodes) - len(demos),
+                    len(episodes),
+                )
+            write_trajectories(demos_path, demos)
+        await self._evaluate("sft", 0)
+        learner = Learner(
+            self.model,
+            LearnerConfig(
+                lr=sft.lr,
+                warmup_steps=min(20, sft.steps // 10),
+                schedule="cosine",
+                total_steps=sft.steps,
+                micro_batch_size=sft.batch_size,
+            ),
+        )
+        rng = random.Random(self.cfg.run.seed)
+        order: list[int] = []
+        pad = self.tokenizer.pad_token_id
+        with self.progress.phase("warm start (SFT)", total=sft.steps) as bar:
+            for step in range(1, sft.steps + 1):
+                if len(order) < sft.batch_size:
+                    order += rng.sample(range(len(demos)), len(demos))
+                batch = [demos[order.pop()] for _ in range(sft.batch_size)]
+                data = trajectories_to_dataproto(batch, pad)
+                m = await asyncio.to_thread(learner.sft_update, data)
+                self.state.sft_steps = step
+                bar.advance(f"nll {m['sft/nll']:.3f}")
+                if step % 25 == 0 or step == sft.steps:
+                    self.metrics.log("sft", step, m)
+        await self._push_weights()
+        m = await self._evaluate("sft", sft.steps)
+        self.metrics.log("eval-rl", 0, m)
+        self._save()
+
+    # ---- reinforcement learning ------------------------------------------------------------
+    def _limit(self) -> int:
+        a, g = self.cfg.async_, self.cfg.rollout.groups_per_step
+        v = self.state.version
+        if a.mode == "async":
+            return (v + a.max_staleness + 1) * g
+        extra = math.ceil((a.overprovision - 1) * g) if a.partial_rollouts else 0
+        return (v + 1) * g + extra
+
+    def _elapsed(self) -> float:
+        """Wall time of the run, over resumes."""
+        return self.state.elapsed_s + time.time() - self._t0
+
+    def _save(self) -> None:
+        # state.elapsed_s stays the time before this session; the checkpoint holds the total.
+        # Everything stored and neither trained nor dropped: the buffer, plus groups whose write
+        # finished after their task was cancelled (the write runs in a thread). A resume
+        # puts all of them back in the buffer.
+        done = set(self.state.trained) | set(self.state.dropped)
+        waiting = sorted(set(self.store.indices()) - done)
+        snapshot = dataclasses.replace(self.state, elapsed_s=self._elapsed(), buffered=waiting)
+        self.ckpt.save(self.model, self.tokenizer, self.learner.state_dict(), snapshot)
+
+    async def _reinforce(self) -> None:
+        cfg, a = self.cfg, self.cfg.async_
+        in_flight = (
+            a.max_groups_in_flight
+            if a.mode == "async"
+            else math.ceil(cfg.rollout.groups_per_step * a.overprovision)
+        )
+        manager = RolloutManager(
+            self.agent,
+            self.env_factory,
+            self.task_at,
+            self.buffer,
+            self.store,
+            group_size=cfg.rollout.group_size,
+            limit=self._limit,
+            max_in_flight=in_flight,
+            cursor=self.state.cursor,
+            redo=getattr(self, "_redo", []),
+            tree=cfg.rollout.tree,
+        )
+        runner = asyncio.create_task(manager.run(), name="rollouts")
+        budget_s = cfg.run.time_budget_min * 60 if cfg.run.time_budget_min else math.inf
+        try:
+            with self.progress.phase(
+                "reinforcement learning", total=cfg.run.steps, done=self.state.version
+            ) as bar:
+                while self.state.version < cfg.run.steps and self._elapsed() < budget_s:
+                    t0 = time.perf_counter()
+                    take = asyncio.create_task(
+                        self.buffer.take(cfg.rollout.groups_per_step, self.state.version)
+                    )
+                    await asyncio.wait({take, runner}, return_when=asyncio.FIRST_COMPLETED)
+                    if not take.done():  # the rollouts died: surface their error
+                        take.cancel()
+                        await runner
+                    groups, stats = take.result()
+                    wait_s = time.perf_counter() - t0
+                    if a.mode == "sync" and a.partial_rollouts:
+                        manager.pause()
+                    t1 = time.perf_counter()
+                    m = await asyncio.to_thread(self._update, groups)
+                    train_s = time.perf_counter() - t1
+                    self.state.version += 1
+                    self.state.trained += [g.index for g in groups]
+                    self.state.dropped += stats.dropped
+                    self.state.cursor = manager.dispatched
+                    await self._push_weights()
+                    manager.resume()
+                    await manager.notify()
+                    m.update(self._rollout_metrics(groups, stats, wait_s, train_s, manager))
+                    self.metrics.log("rl", self.state.version, m)
+                    bar.advance(f"reward {m['rollout/reward']:.2f} · success {m['rollout/success']:.2f}")
+                    v = self.state.version
+                    if v % cfg.run.eval_every == 0 or v == cfg.run.steps:
+                        await self._evaluate("rl", v)
+                    if v % cfg.run.checkpoint_every == 0 and v < cfg.run.steps:
+                        self._save()
+        finally:
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+            await manager.close()
+        self._save()  # after the rollouts stopped, so it accounts for every stored group
+
+    def _update(self, groups: list[Group]) -> dict[str, float]:
+        trajs, weights = [], []
+        uniform = 0
+        for g in groups:
+            rewards = {round(t.outcome_reward, 9) for t in g.trajectories}
+            if self.cfg.algorithm.drop_uniform_groups and len(rewards) == 1:
+                uniform += 1
+                continue
+            trajs += g.trajectories
+            weights += [g.weight] * len(g.trajectories)
+        metrics: dict[str, float] = {
+            "batch/uniform_groups": float(uniform),
+            "batch/trajectories": float(len(trajs)),
+        }
+        if not trajs:
+            return metrics  # no learning signal in this batch: the weights stay as they are
+        data = trajectories_to_dataproto(trajs, self.tokenizer.pad_token_id)
+        adv, _ = compute_advantages(
+            data, self.cfg.algorithm.estimator, **self.cfg.algorithm.estimator_options
+        )
+        data.batch["advantages"] = adv * torch.tensor(weights).unsqueeze(1)
+        metrics.update(self.learner.ppo_update(data))
+        return metrics
+
+    async def _push_weights(self) -> None:
+        await self.engine.update_weights(self.model.state_dict())
+        self._pushes += 1
+        # Tokens sampled after this push carry the current version; in-flight ones, the last.
+        self.agent.version_offset = self.greedy.version_offset = self.state.version - self._pushes
+
+    def _rollout_metrics(
+        self, groups: list[Group], stats: Any, wait_s: float, train_s: float, manager: RolloutManager
+    ) -> dict[str, float]:
+        trajs = [t for g in groups for t in g.trajectories]
+        n = max(1, len(trajs))
+        tokens = sum(t.num_response_tokens for t in trajs)
+        truncations = Counter(t.truncation for t in trajs if t.truncation)
+        out = {
+            "rollout/reward": sum(t.outcome_reward for t in trajs) / n,
+            "rollout/success": sum(t.outcome_reward > 0 for t in trajs) / n,
+            "rollout/turns": sum(len(t.turns) for t in trajs) / n,
+            "rollout/response_tokens": tokens / n,
+            "rollout/gen_s": sum(t.metrics.get("gen_s", 0.0) for t in trajs) / n,
+            "rollout/env_s": sum(t.metrics.get("env_s", 0.0) for t in trajs) / n,
+            "rollout/tool_errors": sum(t.metrics.get("tool_errors", 0.0) for t in trajs) / n,
+            "rollout/infra_failures": float(manager.stats.infra_failures),
+            "staleness/mean": sum(k * c for k, c in stats.staleness.items())
+            / max(1, sum(stats.staleness.values())),
+            "staleness/max": float(max(stats.staleness, default=0)),
+            "staleness/dropped_groups": float(len(stats.dropped)),
+            "time/wait_s": wait_s,
+            "time/train_s": train_s,
+            "time/elapsed_s": self._elapsed(),
+            "throughput/tokens_per_s": tokens / max(1e-9, wait_s + train_s),
+        }
+        out.update({f"staleness/hist_{k}": float(c) for k, c in stats.staleness.items()})
+        out.update({f"truncated/{k}": c / n for k, c in truncations.items()})
+        return out
+
+    # ---- evaluation ------------------------------------------------------------------------
+    async def _evaluate(self, phase: str, step: int) -> dict[str, float]:
+        with self.progress.phase(f"evaluating ({len(self.eval_tasks)} tasks)", total=None):
+            episodes = await run_many(self.greedy, self.env_factory, self.eval_tasks, concurrency=16)
+        m = success_metrics(episodes)
+        self.metrics.log(f"eval-{phase}", step, m)
+        self.progress.note(
+            f"{phase} step {step}: success {m['success']:.0%} on {len(episodes)} held-out tasks"
+        )
+        self.state.best_success = max(self.state.best_success, m["success"])
+        return m
+
+    def _summary(self) -> dict[str, Any]:
+        from .metrics import read_metrics
+
+        events = read_metrics(self.dir)
+        evals = [(e["phase"], e["step"], e["success"]) for e in events if e["phase"].startswith("eval-")]
+        return {
+            "run_dir": str(self.dir),
+            "rl_steps": self.state.version,
+            "sft_steps": self.state.sft_steps,
+            "groups_trained": len(self.state.trained),
+            "groups_dropped": len(self.state.dropped),
+            "evals": evals,
+            "initial_success": evals[0][2] if evals else None,
+            "final_success": evals[-1][2] if evals else None,
+        }

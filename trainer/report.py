@@ -1,0 +1,121 @@
+"""Training reports: learning curves of one or more runs as PNG and a self-contained HTML page.
+
+    arborl report runs/train                       # -> runs/train/report.png, report.html
+    arborl report runs/async runs/sync --out cmp   # curves overlaid (a benchmark's comparison)
+
+Panels: held-out success rate over wall time (warm start and RL evaluations), rollout
+reward per RL step, and the warm start's NLL. Only the continued lineage of a resumed run
+is drawn (events rolled back by a resume are left out).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .metrics import read_metrics
+
+
+def _series(
+    events: list[dict[str, Any]], phase: str, key: str, x: str = "step"
+) -> tuple[list[float], list[float]]:
+    pts = [(e[x], e[key]) for e in events if e.get("phase") == phase and e.get(key) is not None]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def _eval_curve(events: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
+    """Held-out success against minutes since the run started (SFT then RL evaluations)."""
+    evals = [e for e in events if str(e.get("phase", "")).startswith("eval-") and "success" in e]
+    if not evals:
+        return [], []
+    t0 = min(e["time"] for e in events)
+    seen: set[float] = set()
+    xs, ys = [], []
+    for e in sorted(evals, key=lambda e: e["time"]):
+        minute = round((e["time"] - t0) / 60, 3)
+        if minute not in seen:  # the SFT's last evaluation is also RL's step 0: draw it once
+            seen.add(minute)
+            xs.append(minute)
+            ys.append(e["success"])
+    return xs, ys
+
+
+def plot_runs(run_dirs: Sequence[str | Path], out_png: Path, labels: Sequence[str] | None = None) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(labels or [Path(d).name for d in run_dirs])
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for run, label in zip(run_dirs, labels, strict=True):
+        events = read_metrics(run)
+        x, y = _eval_curve(events)
+        axes[0].plot(x, [v * 100 for v in y], marker="o", label=label)
+        x, y = _series(events, "rl", "rollout/reward")
+        axes[1].plot(x, y, label=label)
+        x, y = _series(events, "sft", "sft/nll")
+        axes[2].plot(x, y, label=label)
+    for ax, title, xl in zip(
+        axes,
+        ("held-out success (%)", "rollout reward", "warm start NLL"),
+        ("minutes", "RL step", "SFT step"),
+        strict=True,
+    ):
+        ax.set_title(title)
+        ax.set_xlabel(xl)
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend()
+    fig.tight_layout()
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, dpi=110)
+    plt.close(fig)
+    return out_png
+
+
+def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) -> tuple[Path, Path]:
+    """Write ``report.png`` and ``report.html`` (into `out`, default the first run's directory)."""
+    dirs = [Path(d) for d in run_dirs]
+    for d in dirs:
+        if not (d / "metrics.jsonl").exists():
+            raise FileNotFoundError(f"{d} has no metrics.jsonl: not a training run directory")
+    out_dir = Path(out) if out else dirs[0]
+    png = plot_runs(dirs, out_dir / "report.png")
+    rows = []
+    for d in dirs:
+        summary = json.loads((d / "summary.json").read_text()) if (d / "summary.json").exists() else {}
+        events = read_metrics(d)
+        x, y = _eval_curve(events)
+        rows.append(
+            f"<tr><td>{html.escape(d.name)}</td><td>{summary.get('sft_steps', '')}</td>"
+            f"<td>{summary.get('rl_steps', '')}</td><td>{(y[0] * 100 if y else float('nan')):.0f}%</td>"
+            f"<td>{(y[-1] * 100 if y else float('nan')):.0f}%</td><td>{(x[-1] if x else 0):.1f}</td></tr>"
+        )
+    image = base64.b64encode(png.read_bytes()).decode()
+    page = (
+        "<!doctype html><meta charset=utf-8><title>arborl training report</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:4px 12px;text-align:right}</style>"
+        "<h1>arborl training report</h1><table><tr><th>run</th><th>SFT steps</th><th>RL steps</th>"
+        "<th>first success</th><th>last success</th><th>minutes</th></tr>"
+        + "".join(rows)
+        + f"</table><p><img src='data:image/png;base64,{image}' style='max-width:100%'></p>"
+    )
+    page_path = out_dir / "report.html"
+    page_path.write_text(page, encoding="utf-8")
+    return png, page_path
+
+
+def curve_table(run_dir: str | Path) -> str:
+    """The held-out success curve as a Markdown table (minutes, success) for docs."""
+    x, y = _eval_curve(read_metrics(run_dir))
+    buf = io.StringIO()
+    buf.write("| minutes | held-out success |\n|---:|---:|\n")
+    for m, s in zip(x, y, strict=True):
+        buf.write(f"| {m:.1f} | {s:.0%} |\n")
+    return buf.getvalue()

@@ -1,0 +1,195 @@
+"""Rollout workers: groups of episodes in flight, finished groups stored, then buffered.
+
+    manager = RolloutManager(agent, env_factory, task_at, buffer, store, group_size=8,
+                             limit=lambda: (version + 1) * 8, max_in_flight=12)
+    runner = asyncio.create_task(manager.run())
+
+A *group* is `group_size` episodes of one task (index ``i`` of the task stream), run
+concurrently on one event loop (no process per env). When all of them end, the group is
+written to the store (so a crash loses nothing collected) and put in the buffer.
+
+How many groups may be started is `limit()` (total indices dispatched), which is how the
+trainer expresses its mode; `notify()` re-checks it:
+
+- sync:            limit = (version + 1) * groups_per_step — exactly one batch per version;
+- sync + partial:  one batch plus over-provisioned groups; the `gate` closes while the
+                   learner updates, so unfinished episodes wait between turns and resume
+                   with the new weights (APRIL);
+- async:           limit = (version + max_staleness + 1) * groups_per_step — generation runs
+                   ahead of the learner by at most `max_staleness` versions (AReaL).
+
+Episodes that failed for infrastructure reasons (engine or env errors) are left out of their
+group (recorded); the model is not trained on faults that are not its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium
+
+from arborl.agents import Agent, Trajectory
+from arborl.agents.tree import TreeConfig, TreeRollout
+
+from .buffer import Group, GroupBuffer
+from .store import TrajectoryStore
+
+log = logging.getLogger(__name__)
+INFRA_FAILURES = ("engine_error", "env_error")
+
+
+@dataclass
+class RolloutStats:
+    groups_done: int = 0
+    episodes_done: int = 0
+    infra_failures: int = 0
+    empty_groups: list[int] = field(default_factory=list)
+
+
+class RolloutManager:
+    """Dispatches task indices as groups of episodes, within `limit()` and `max_in_flight`."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        env_factory: Callable[[], gymnasium.Env],
+        task_at: Callable[[int], Any],
+        buffer: GroupBuffer,
+        store: TrajectoryStore,
+        *,
+        group_size: int,
+        limit: Callable[[], int],
+        max_in_flight: int,
+        cursor: int = 0,
+        redo: list[int] | None = None,
+        tree: TreeConfig | None = None,
+    ) -> None:
+        """With `tree`, a group is one rollout tree's leaves (`arborl.agents.tree`) instead of
+        `group_size` independent episodes."""
+        self.agent, self.env_factory, self.task_at = agent, env_factory, task_at
+        self.buffer, self.store = buffer, store
+        self.group_size, self.limit, self.max_in_flight = group_size, limit, max_in_flight
+        self.cursor = cursor  # next fresh index
+        self.redo = sorted(redo or [])  # indices to run again first (in flight when a run died)
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.stats = RolloutStats()
+        self.trees = TreeRollout(agent, self._env, tree) if tree is not None else None
+        self._envs: list[gymnasium.Env] = []
+        self._in_flight: dict[int, asyncio.Task[None]] = {}
+        self._wake = asyncio.Condition()
+        self._errors: list[BaseException] = []
+
+    # ---- control ------------------------------------------------------------------------
+    async def notify(self) -> None:
+        """Re-check the dispatch limit (call after the version changes)."""
+        async with self._wake:
+            self._wake.notify_all()
+
+    def pause(self) -> None:
+        """Episodes stop at their next turn boundary (their tokens so far are kept)."""
+        self.gate.clear()
+
+    def resume(self) -> None:
+        self.gate.set()
+
+    @property
+    def dispatched(self) -> int:
+        """Indices dispatched so far (what `limit()` is compared with)."""
+        return self.cursor
+
+    def in_flight(self) -> list[int]:
+        return sorted(self._in_flight)
+
+    # ---- the loop -----------------------------------------------------------------------
+    async def run(self) -> None:
+        """Dispatch groups until cancelled; raises if a group failed unexpectedly."""
+        try:
+            while True:
+                async with self._wake:
+                    await self._wake.wait_for(self._can_dispatch)
+                if self._errors:
+                    raise self._errors[0]
+                index = self.redo.pop(0) if self.redo else self._next()
+                self._in_flight[index] = asyncio.create_task(self._group(index), name=f"group-{index}")
+        finally:
+            await self.stop()
+
+    def _next(self) -> int:
+        index = self.cursor
+        self.cursor += 1
+        return index
+
+    def _can_dispatch(self) -> bool:
+        if self._errors:
+            return True
+        room = len(self._in_flight) < self.max_in_flight
+        return room and (bool(self.redo) or self.cursor < self.limit())
+
+    async def stop(self) -> None:
+        """Cancel the groups in flight (their indices can be run again on resume)."""
+        tasks = list(self._in_flight.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._in_flight.clear()
+
+    async def _gate(self) -> None:
+        await self.gate.wait()
+
+    def _env(self) -> gymnasium.Env:
+        return self._envs.pop() if self._envs else self.env_factory()
+
+    async def _episode(self, index: int, task: Any) -> Trajectory | None:
+        env = self._env()
+        try:
+            ep = await self.agent.run_episode(env, task, group_id=f"group-{index}", gate=self._gate)
+        finally:
+            self._envs.append(env)
+        traj = ep.trajectory
+        if traj.truncation in INFRA_FAILURES:
+            self.stats.infra_failures += 1
+            log.warning("group %d: an episode failed (%s): %s; left out", index, traj.truncation, ep.error)
+            return None
+        traj.metrics["task_index"] = float(index)
+        return traj
+
+    async def _group(self, index: int) -> None:
+        try:
+            task = self.task_at(index)
+            if self.trees is not None:
+                result = await self.trees.run(task, group_id=f"group-{index}")
+                trajs = [t for t in result.leaves if t.truncation not in INFRA_FAILURES]
+                for t in trajs:
+                    t.metrics["task_index"] = float(index)
+            else:
+                results = await asyncio.gather(*(self._episode(index, task) for _ in range(self.group_size)))
+                trajs = [t for t in results if t is not None]
+            self.stats.episodes_done += len(trajs)
+            if not trajs:
+                self.stats.empty_groups.append(index)
+                return
+            await asyncio.to_thread(self.store.put, index, trajs)
+            await self.buffer.put(Group(index, trajs))
+            self.stats.groups_done += 1
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a bug, not a model failure: stop the run loudly
+            log.exception("group %d failed", index)
+            self._errors.append(e)
+        finally:
+            self._in_flight.pop(index, None)
+            async with self._wake:
+                self._wake.notify_all()
+
+    async def close(self) -> None:
+        await self.stop()
+        for env in self._envs:
+            close = getattr(env.unwrapped, "aclose", None)
+            if close is not None:
+                await close()
+        self._envs.clear()
