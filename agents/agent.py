@@ -57,6 +57,9 @@ class AgentConfig(BaseModel):
     max_turns: int = Field(10, ge=1, description="model turns before the episode is cut (truncated)")
     max_new_tokens: int = Field(512, ge=1, description="tokens one reply may have")
     max_context_tokens: int = Field(4096, ge=2, description="prompt + every turn; beyond: truncated")
+    max_response_tokens: int | None = Field(
+        None, ge=1, description="everything after the prompt (replies + observations); beyond: truncated"
+    )
     sampling: SamplingParams = Field(default_factory=SamplingParams, description="n is ignored (1)")
     strict_template: bool = Field(
         False, description="refuse chat templates that are not append-only instead of warning"
@@ -175,7 +178,7 @@ class Agent:
         if gate is not None:
             await gate()  # a paused partial rollout waits here, between turns
         head = list(prefix.response_ids) if prefix else []
-        budget = self.config.max_context_tokens - len(state.chat.ids) - len(head)
+        budget = self._room(state) - len(head)
         room = min(self.config.max_new_tokens - len(head), budget)
         if room < 1:
             raise ValueError(f"a prefix of {len(head)} tokens leaves no room for the rest of the reply")
@@ -301,12 +304,20 @@ class Agent:
             await self._end(state, truncation=reason, terminated=bool(terminated), finish_env=False)
             return
         added = state.chat.append_messages(msgs)
-        if len(state.chat.ids) >= self.config.max_context_tokens:
+        if self._room(state) < 1:
             # No room left for a reply: the observation is not kept (the model never saw it).
             del state.chat.ids[len(state.chat.ids) - len(added) :]
             await self._end(state, truncation="context_overflow")
             return
         turn.observation_ids = added
+
+    def _room(self, state: EpisodeState) -> int:
+        """Tokens the episode may still add (context and response budgets)."""
+        room = self.config.max_context_tokens - len(state.chat.ids)
+        if self.config.max_response_tokens is not None:
+            used = len(state.chat.ids) - len(state.trajectory.prompt_ids)
+            room = min(room, self.config.max_response_tokens - used)
+        return room
 
     async def _end(
         self,

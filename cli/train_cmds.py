@@ -56,9 +56,33 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verl_data(args: argparse.Namespace) -> int:
+    from arborl.trainer.verl_main import build_verl_dataset
+
+    train, val = build_verl_dataset(args.suite, args.out)
+    console.print(f"wrote {train} and {val}")
+    return 0
+
+
+def cmd_verl_train(args: argparse.Namespace) -> int:
+    from arborl.trainer.verl_main import run_verl
+
+    run_verl(args.overrides)
+    return 0
+
+
 def register(add: Any) -> None:
     sp = add("train", "train a policy with RL: warm start, then asynchronous GRPO (the main job)", cmd_train)
     sp.add_argument("overrides", nargs="*", help="Hydra overrides of cli/conf/train.yaml, e.g. learner.lr=1e-4")
     sp = add("report", "plot the learning curves of training runs (PNG + HTML)", cmd_report)
     sp.add_argument("runs", nargs="+", help="run directories (several: curves overlaid)")
     sp.add_argument("--out", default=None, help="output directory (default: the first run's)")
+    sp = add("verl-data", "write a suite's tasks as verl RL datasets (train/val Parquet)", cmd_verl_data)
+    sp.add_argument("suite", help="a registered suite, e.g. tool-mini")
+    sp.add_argument("out", help="output directory")
+    sp = add(
+        "verl-train",
+        "run verl's own PPO trainer (Ray, FSDP/Megatron, vLLM/SGLang; GPU hosts) on arborl envs",
+        cmd_verl_train,
+    )
+    sp.add_argument("overrides", nargs="*", help="dotlist overrides of trainer/verl/arborl_ppo.yaml")

@@ -64,7 +64,18 @@ def test_wheel_holds_only_the_arborl_namespace(tmp_path):
     for layer in [*LAYERS, "cli"]:
         assert f"arborl/{layer}/__init__.py" in names
         assert f"arborl/{layer}/py.typed" in names
-    for data in ("sandboxes/agent_server.py", "cli/conf/config.yaml", "cli/conf/sandbox/local.yaml"):
+    data_files = (
+        "sandboxes/agent_server.py",
+        "cli/conf/config.yaml",
+        "cli/conf/sandbox/local.yaml",
+        "cli/conf/train.yaml",
+    )
+    for data in (
+        *data_files,
+        "cli/conf/image/gui.yaml",
+        "trainer/verl/arborl_ppo.yaml",
+        "trainer/verl/agent_loops.yaml",
+    ):
         assert f"arborl/{data}" in names
     assert "arborl/__init__.py" not in names  # a namespace: other arborl-* wheels can extend it
 

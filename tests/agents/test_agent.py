@@ -11,12 +11,12 @@ import asyncio
 import gymnasium
 import numpy as np
 import pytest
+from countdown import Countdown
 from transformers import AutoTokenizer
 
 import arborl.envs  # noqa: F401 - registers the arborl/* ids
 from arborl.agents import Agent, AgentConfig, ForkMismatch
 from arborl.agents.engines import HFEngineConfig, InferenceEngine, SamplingParams, make_engine
-from arborl.envs import Step, TextEnv
 from arborl.tasks import CodeTask, ToolTask
 
 ANSWER_TASK = ToolTask(id="six-sevens", question="What is 6 * 7? Use python.", answer=42, verifier="numeric")
@@ -38,24 +38,6 @@ class Recording(InferenceEngine):
 
     async def close(self):
         await self.inner.close()
-
-
-class Countdown(TextEnv):
-    """Says a number each turn, counting down; the episode ends at 0 with reward 1."""
-
-    default_task = {"id": "count", "start": 3}  # noqa: RUF012
-
-    async def on_reset(self, task):
-        self.left = int(task["start"])
-        return [{"role": "system", "content": "Count."}, {"role": "user", "content": f"{self.left} left"}]
-
-    async def on_step(self, action):
-        self.left -= 1
-        return Step(
-            f"{self.left} left (you said {len(action)} chars)",
-            reward=float(self.left == 0),
-            terminated=self.left == 0,
-        )
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +106,11 @@ async def test_budgets_end_episodes_as_truncated_with_the_reason(engine, tok):
     assert len(ep.trajectory) <= 60
     assert ep.trajectory.turns[-1].observation_ids == []  # the overflowing observation is not kept
     assert all(len(c[0]) + len(c[1]) <= 60 for c in engine.calls)
+
+    short = agent_for(engine, tok, max_turns=50, max_response_tokens=40)
+    ep = await short.run_episode(Countdown(), {"id": "c", "start": 40})
+    assert ep.trajectory.truncation == "context_overflow"
+    assert len(ep.trajectory) - len(ep.trajectory.prompt_ids) <= 40
 
 
 async def test_an_engine_failure_ends_the_episode_and_returns_the_sandbox(docker_backend, tok):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from test_agent import Countdown, Recording, agent_for
+from countdown import Countdown
+from test_agent import Recording, agent_for
 from transformers import AutoTokenizer
 
 from arborl.agents.credit import compute_advantages

@@ -1,0 +1,202 @@
+"""arborl inside verl: an `AgentLoopBase` that runs arborl envs for verl's own PPO trainer.
+
+verl's trainer (Ray; FSDP/Megatron actors; vLLM/SGLang servers) calls one agent loop per
+sample. Registered as ``arborl_agent``, this loop runs an arborl episode (or one leaf of a
+rollout tree) with verl's LLM server client as the inference engine, and hands verl the
+token-exact sequence arborl recorded::
+
+    verl AgentLoopWorker ──run(sampling_params, raw_prompt, task, uid, ...)──▶ ArborlAgentLoop
+        Agent(VerlServerEngine(server_manager)) × gymnasium.make(arborl.env_id)
+    ◀── AgentLoopOutput(prompt_ids, response_ids, response_mask, response_logprobs,
+                        reward_score, extra_fields: turn_scores, turn_state_hashes)
+
+Configuration (`trainer/verl/arborl_ppo.yaml` ships a complete one): verl's
+``actor_rollout_ref.rollout.agent.default_agent_loop: arborl_agent`` and an ``arborl:``
+section read here:
+
+    arborl:
+      env_id: arborl/Tool-v0      # the env every sample runs in
+      env_kwargs: {}
+      task_key: task              # dataset column holding the task (a dict), else extra_info.task
+      max_turns: 8
+      tree: null                  # {roots, branches, branch_at, ...}: the n samples of a prompt
+                                  # are the leaves of one rollout tree (`arborl.agents.tree`)
+
+With ``tree`` set, the ``rollout.n`` calls for one prompt (same ``uid``) share one tree: the
+first call grows it with ``n`` leaves, every call returns one leaf. All ``n`` samples of a
+prompt must reach the same worker (verl keeps them contiguous; make the batch divisible).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+
+import arborl.envs  # noqa: F401 - registers the arborl/* env ids
+from arborl.agents import Agent, AgentConfig, Trajectory
+from arborl.agents.engines import EngineError, Generation, InferenceEngine, SamplingParams
+from arborl.agents.tree import TreeConfig, TreeRollout
+
+
+class VerlServerEngine(InferenceEngine):
+    """verl's LLM server client (``server_manager.generate(request_id, prompt_ids=...,
+    sampling_params=...) -> TokenOutput``) as an arborl `InferenceEngine`.
+
+    Requests of one episode share a request id prefix, so verl's sticky sessions keep them on
+    one server (prefix caching). Weights are verl's business: its trainer syncs its servers.
+    """
+
+    kind = "verl"
+
+    def __init__(self, server_manager: Any, eos_ids: Sequence[int] = ()) -> None:
+        self.server = server_manager
+        self.eos_ids = set(eos_ids)
+        self.session = uuid.uuid4().hex
+
+    async def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
+        jobs = [self._one(i, j, list(p), sampling) for i, p in enumerate(prompts) for j in range(sampling.n)]
+        return list(await asyncio.gather(*jobs))
+
+    async def _one(self, i: int, j: int, prompt: list[int], sampling: SamplingParams) -> Generation:
+        params = {
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k or -1,
+            "logprobs": True,
+            "max_tokens": sampling.max_new_tokens,
+        }
+        out = await self.server.generate(request_id=self.session, prompt_ids=prompt, sampling_params=params)
+        if out.log_probs is None:
+            raise EngineError(
+                "verl's server returned no log-probs: set actor_rollout_ref.rollout.calculate_log_probs=true"
+            )
+        ids = list(out.token_ids)
+        ended = bool(ids) and ids[-1] in self.eos_ids
+        finish = "length" if len(ids) >= sampling.max_new_tokens and not ended else "stop"
+        return Generation(
+            prompt_index=i,
+            sample_index=j,
+            token_ids=ids,
+            logprobs=[float(x) for x in out.log_probs],
+            finish_reason=finish,
+            num_prompt_tokens=len(prompt),
+        )
+
+    async def update_weights(self, weights: Any) -> None:
+        raise EngineError("verl's trainer syncs its servers' weights itself; arborl does not push them here")
+
+    async def close(self) -> None:
+        return None
+
+
+# The trees being grown in this worker, by uid: the first sample of a prompt starts one.
+_TREES: dict[str, tuple[asyncio.Task[list[Trajectory]], list[int]]] = {}
+
+
+@register("arborl_agent")
+class ArborlAgentLoop(AgentLoopBase):
+    """One sample of verl's batch: an arborl episode, or one leaf of a shared rollout tree."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arborl = dict(self.config.get("arborl") or {})
+        self.prompt_length = self.rollout_config.prompt_length
+        self.response_length = self.rollout_config.response_length
+
+    def _agent(self, sampling_params: dict[str, Any]) -> Agent:
+        eos = self.tokenizer.eos_token_id
+        engine = VerlServerEngine(self.server_manager, [eos] if eos is not None else [])
+        top_k = int(sampling_params.get("top_k") or 0)
+        sampling = SamplingParams(
+            temperature=float(sampling_params.get("temperature", 1.0)),
+            top_p=float(sampling_params.get("top_p", 1.0)),
+            top_k=max(0, top_k),
+        )
+        config = AgentConfig(
+            max_turns=int(self.arborl.get("max_turns", 8)),
+            max_new_tokens=self.response_length,
+            max_context_tokens=self.prompt_length + self.response_length,
+            sampling=sampling,
+        )
+        return Agent(engine, self.tokenizer, config)
+
+    def _env(self) -> gymnasium.Env:
+        if "env_id" not in self.arborl:
+            raise ValueError("set arborl.env_id in verl's config (e.g. arborl/Tool-v0)")
+        return gymnasium.make(self.arborl["env_id"], **dict(self.arborl.get("env_kwargs") or {}))
+
+    def _task(self, kwargs: dict[str, Any]) -> Any:
+        key = self.arborl.get("task_key", "task")
+        task = kwargs.get(key)
+        if task is None:
+            task = (kwargs.get("extra_info") or {}).get(key)
+        if task is None:
+            raise ValueError(
+                f"the sample has no {key!r} column (nor extra_info.{key}): which task should run?"
+            )
+        if isinstance(task, str):
+            return json.loads(task)  # datasets keep tasks as JSON text
+        return dict(task) if hasattr(task, "keys") else task
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        agent, task = self._agent(sampling_params), self._task(kwargs)
+        tree = self.arborl.get("tree")
+        if tree:
+            traj = await self._tree_leaf(
+                agent,
+                task,
+                str(kwargs.get("uid", "")),
+                TreeConfig(**{**tree, "leaves": self.rollout_config.n}),
+            )
+            gen_s = sum(t.gen_s for t in traj.turns)
+            env_s = sum(t.env_s for t in traj.turns)
+        else:
+            ep = await agent.run_episode(self._env(), task, group_id=str(kwargs.get("uid", "")))
+            traj, gen_s, env_s = ep.trajectory, ep.trajectory.metrics["gen_s"], ep.trajectory.metrics["env_s"]
+        return self._output(traj, gen_s, env_s)
+
+    async def _tree_leaf(self, agent: Agent, task: Any, uid: str, config: TreeConfig) -> Trajectory:
+        if not uid:
+            raise ValueError("tree rollouts need the sample's uid (verl sets it) to find its siblings")
+        if uid not in _TREES:
+            grow = TreeRollout(agent, self._env, config).run(task, group_id=uid)
+            _TREES[uid] = (asyncio.ensure_future(_leaves(grow)), [0])
+        future, taken = _TREES[uid]
+        index = taken[0]
+        taken[0] += 1
+        if taken[0] == config.leaves:
+            del _TREES[uid]  # every sibling has its leaf: forget the tree
+        leaves = await future
+        if index >= len(leaves):
+            raise RuntimeError(f"prompt {uid}: more samples than the tree's {len(leaves)} leaves")
+        return leaves[index]
+
+    def _output(self, traj: Trajectory, gen_s: float, env_s: float) -> AgentLoopOutput:
+        start, r = len(traj.prompt_ids), self.response_length
+        ids, mask, logp = traj.token_ids(), traj.loss_mask(), traj.behavior_logprobs()
+        return AgentLoopOutput(
+            prompt_ids=traj.prompt_ids,
+            response_ids=ids[start:][:r].tolist(),
+            response_mask=mask[start:][:r].astype(int).tolist(),
+            response_logprobs=logp[start:][:r].tolist(),
+            reward_score=traj.outcome_reward,
+            num_turns=1 + 2 * len(traj.turns),
+            metrics=AgentLoopMetrics(generate_sequences=gen_s, tool_calls=env_s),
+            extra_fields={
+                "turn_scores": [t.reward for t in traj.turns],
+                "tool_rewards": [],
+                "turn_state_hashes": [t.env_state_hash for t in traj.turns],
+                "tree_path": list(traj.tree_path),
+                "arborl_truncation": traj.truncation or "",
+            },
+        )
+
+
+async def _leaves(grow: Any) -> list[Trajectory]:
+    return (await grow).leaves
