@@ -154,3 +154,29 @@ async def test_fork_replays_the_prefix_and_both_copies_go_on(engine, tok):
     drifting = await agent.start(Drifting(), {"id": "c", "start": 4})
     with pytest.raises(ForkMismatch, match="not deterministic"):
         await agent.fork(drifting, Drifting())
+
+
+@pytest.mark.parametrize("env_id", ["arborl/Code-v0", "arborl/Tool-v0"])
+async def test_real_multi_turn_episodes_in_sandboxed_envs_are_token_exact(
+    engine, tok, docker_backend, env_id
+):
+    """The tiny model through the transformers engine, in real envs backed by Docker sandboxes:
+    whatever it writes, every turn is recorded exactly as sampled and consumed."""
+    env = gymnasium.make(env_id, backend=docker_backend)
+    task = CodeTask(
+        id="fix", problem_statement="Fix add().", repo_files={"calc.py": "def add(a, b):\n    return a - b\n"}
+    )
+    tool_task = ToolTask(id="q", question="What is 2 + 2?", answer=4, verifier="numeric")
+    agent = agent_for(engine, tok, max_turns=3, max_new_tokens=32)
+    try:
+        ep = await agent.run_episode(env, task if env_id.endswith("Code-v0") else tool_task)
+    finally:
+        await env.unwrapped.aclose()
+    traj = ep.trajectory
+    ids = traj.token_ids()
+    assert len(engine.calls) == len(traj.turns) >= 1 and ep.error is None
+    for (prompt, response, _), (start, end) in zip(engine.calls, traj.turn_spans(), strict=True):
+        assert ids[:start].tolist() == prompt and ids[start:end].tolist() == response
+    assert traj.loss_mask().sum() == traj.num_response_tokens
+    assert len(ep.infos) == len(traj.turns) + 1 + (traj.truncation == "max_turns")
+    assert all(len(t.env_state_hash) == 16 for t in traj.turns)  # the env's state hash, per turn
