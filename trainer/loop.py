@@ -132,7 +132,14 @@ class Trainer:
             self.engine, self.tokenizer, AgentConfig(sampling=SamplingParams(temperature=0), **budgets)
         )
         learner_cfg = cfg.learner.model_copy(update={"temperature": ro.temperature})
-        self.learner = Learner(self.model, learner_cfg)
+        ref = None
+        if learner_cfg.kl_coef > 0:  # the KL anchor: the policy as the run starts (after any warm start)
+            ref = (
+                AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32)
+                .eval()
+                .requires_grad_(False)
+            )
+        self.learner = Learner(self.model, learner_cfg, ref_model=ref)
         self.buffer = GroupBuffer(
             capacity=max(2 * ro.groups_per_step, cfg.async_.max_groups_in_flight),
             max_staleness=self._max_staleness(),

@@ -119,3 +119,16 @@ def test_kl_to_the_reference_starts_at_zero_and_grows(base_model):
     assert kl > 1e-5
     with pytest.raises(ValueError, match="reference model"):
         Learner(model, LearnerConfig(kl_coef=0.1))
+
+
+@pytest.mark.parametrize("loss_mode", ["gspo", "cispo", "clip_cov"])
+def test_other_verl_policy_losses_run_from_the_registry(model, loss_mode):
+    data = batch(model)
+    data.batch["advantages"] = torch.tensor([1.0, -1.0] * 3).unsqueeze(1) * data.batch["response_mask"]
+    learner = Learner(
+        model, LearnerConfig(lr=1e-3, temperature=T, loss_mode=loss_mode, loss_agg_mode="seq-mean-token-mean")
+    )
+    before = [p.detach().clone() for p in model.parameters()]
+    metrics = learner.ppo_update(data)
+    assert np.isfinite(metrics["actor/pg_loss"])
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))

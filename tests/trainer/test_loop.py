@@ -141,3 +141,16 @@ def test_resume_after_sigkill_loses_and_repeats_no_group(tmp_path):
     assert rl == list(range(1, 9))  # one continued lineage; the rolled-back steps are marked
     summary = json.loads((run / "summary.json").read_text())
     assert summary["rl_steps"] == 8
+
+
+def test_kl_to_the_starting_policy_and_a_step_level_estimator(tmp_path):
+    cfg = config(
+        tmp_path / "kl",
+        sft={"steps": 0},
+        learner={"kl_coef": 0.05},
+        algorithm={"estimator": "gigpo", "drop_uniform_groups": False},
+        run={"steps": 2},
+    )
+    asyncio.run(Trainer(cfg).run())
+    rl = [e for e in read_metrics(tmp_path / "kl") if e["phase"] == "rl"]
+    assert len(rl) == 2 and all("actor/kl" in e for e in rl)
