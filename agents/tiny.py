@@ -6,8 +6,11 @@ that is built from scratch, saved to disk, and loaded back through the real
 
 - Tokenizer: byte-level BPE (Hugging Face `tokenizers`) trained on Python's own standard
   library sources plus synthetic chat and tool-call text, wrapped as a
-  `PreTrainedTokenizerFast` with a ChatML chat template that renders `tools` and `tool`
-  messages in the Hermes/Qwen2.5 `<tool_call>` style. Control markers are single tokens.
+  `PreTrainedTokenizerFast` with a ChatML chat template that renders `tool` messages and
+  calls in the Hermes/Qwen2.5 `<tool_call>` style. Control markers are single tokens.
+  The template lists tools as one signature line each (``calculator(expression: string) -
+  description``) rather than Qwen's JSON schemas: a 2k-vocabulary model reads ~4x fewer
+  tokens per episode, which is most of what training on CPU costs.
 - Model: `Qwen2ForCausalLM` from a small config. Head dim 32, because vLLM accepts only
   32, 64, 80, ...
 
@@ -38,10 +41,16 @@ CHAT_TEMPLATE = """\
 {{ messages[0].content if messages[0].role == 'system' else 'You are a helpful assistant.' }}
 
 # Tools
-You may call functions. Their signatures, one JSON object per line:
 <tools>
-{%- for tool in tools %}{{ '\n' }}{{ tool | tojson }}{% endfor %}{{ '\n' }}</tools>
-To call one, answer with <tool_call>{"name": NAME, "arguments": {...}}</tool_call>.<|im_end|>
+{%- for tool in tools %}{% set f = tool.function if tool.function is defined else tool %}
+{%- set params = f.parameters if f.parameters is defined else {} %}
+{%- set required = params.required if params.required is defined else [] %}
+{{ '\n' }}{{ f.name }}(
+{%- for name, spec in (params.properties if params.properties is defined else {}).items() %}
+{{- name }}{% if name not in required %}?{% endif %}: {{ spec.type if spec.type is defined else 'any' }}
+{%- if not loop.last %}, {% endif %}{% endfor %}) - {{ f.description if f.description is defined else '' }}
+{%- endfor %}{{ '\n' }}</tools>
+Call one with <tool_call>{"name": NAME, "arguments": {...}}</tool_call>.<|im_end|>
 {% elif messages[0].role == 'system' %}<|im_start|>system
 {{ messages[0].content }}<|im_end|>
 {% endif %}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -59,7 +57,11 @@ def test_chat_template_renders_tools_and_tool_turns(tiny_model):
     tok = AutoTokenizer.from_pretrained(tiny_model)
     text = render(tok, CONVERSATION)
     tools_block = text.split("<tools>\n")[1].split("\n</tools>")[0]
-    assert [json.loads(line) for line in tools_block.splitlines()] == TOOLS
+    assert tools_block == "calc(expr: string) - evaluate arithmetic"  # one signature line per tool
+    optional = {**TOOLS[0]["function"], "parameters": {"properties": {"k": {"type": "integer"}}}}
+    assert "search(k?: integer) - evaluate arithmetic" in tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tools=[{**optional, "name": "search"}], tokenize=False
+    )
     assert '<tool_call>\n{"name": "calc", "arguments": {"expr": "2+3"}}\n</tool_call><|im_end|>' in text
     assert "<|im_start|>tool\n<tool_response>\n5\n</tool_response><|im_end|>\n" in text
     assert text.endswith("<|im_start|>assistant\nThe answer is 5.<|im_end|>\n")
