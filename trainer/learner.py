@@ -150,12 +150,34 @@ class Learner:
         entropy = torch.zeros(mask.shape, dtype=ent.dtype).masked_scatter(mask, ent)
         return logp, entropy
 
-    def _micro_batches(self, data: Any) -> list[dict[str, torch.Tensor]]:
-        keys = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask"]
+    def _micro_batches(self, data: Any) -> list[tuple[torch.Tensor, dict[str, torch.Tensor]]]:
+        """(row indices, tensors) per micro-batch: rows sorted by length, and each micro-batch
+        cut to its own extent (prompts are left-padded, responses right-padded to the batch's
+        longest), so padding costs no compute. Exact: padded positions are masked anyway.
+
+            batch   | p p p p r r r . . . |        micro-batch of the shorter rows
+                    | . . p p r r . . . . |   →    | p p r r . |
+                    | . p p p r r r r r r |        | p p p r r |
+        """
+        b = data.batch
+        seq_keys = ("input_ids", "attention_mask", "position_ids")
+        resp_keys = ["responses", "response_mask"]
         extra = ("advantages", "old_log_probs", "rollout_log_probs", "ref_log_prob", "is_weights")
-        keys += [k for k in extra if k in data.batch.keys()]  # noqa: SIM118 - a TensorDict
-        n, size = len(data), self.config.micro_batch_size
-        return [{k: data.batch[k][i : i + size] for k in keys} for i in range(0, n, size)]
+        resp_keys += [k for k in extra if k in b.keys()]  # noqa: SIM118 - a TensorDict
+        resp_len = b["responses"].shape[1]
+        prompt_len = b["input_ids"].shape[1] - resp_len
+        att = b["attention_mask"]
+        order = torch.argsort(att.sum(-1), descending=True, stable=True)
+        out = []
+        for i in range(0, len(data), self.config.micro_batch_size):
+            idx = order[i : i + self.config.micro_batch_size]
+            a = att[idx]
+            start = int(prompt_len - a[:, :prompt_len].sum(-1).max())  # first prompt column in use
+            used = max(1, int(a[:, prompt_len:].sum(-1).max()))  # response columns in use
+            mb = {k: b[k][idx][:, start : prompt_len + used] for k in seq_keys}
+            mb.update({k: b[k][idx][:, :used] for k in resp_keys})
+            out.append((idx, mb))
+        return out
 
     @torch.no_grad()
     def compute_logprobs(self, data: Any, model: Any | None = None) -> torch.Tensor:
@@ -164,7 +186,11 @@ class Learner:
         was_training = model.training
         model.eval()
         try:
-            return torch.cat([self._forward(model, mb)[0] for mb in self._micro_batches(data)])
+            out = torch.zeros(data.batch["responses"].shape, dtype=torch.float32)
+            for idx, mb in self._micro_batches(data):
+                lp = self._forward(model, mb)[0]
+                out[idx, : lp.shape[1]] = lp.to(out.dtype)
+            return out
         finally:
             model.train(was_training)
 
@@ -174,6 +200,8 @@ class Learner:
             "dp_size": 1,
             "batch_num_tokens": int(mask.sum().item()),
             "global_batch_size": int((mask.sum(-1) > 0).sum().item()),
+            # seq-mean-token-sum-norm divides by the horizon: the batch's, not a micro-batch's.
+            "loss_scale_factor": mask.shape[-1],
         }
 
     def ppo_update(self, data: Any) -> dict[str, float]:
@@ -199,7 +227,7 @@ class Learner:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
-        for mb in self._micro_batches(data):
+        for _, mb in self._micro_batches(data):
             logp, ent = self._forward(self.model, mb)
             m = mb["response_mask"].float()
             pg_loss, pg_metrics = self.loss_fn(
@@ -239,7 +267,7 @@ class Learner:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         nll_sum = 0.0
-        for mb in self._micro_batches(data):
+        for _, mb in self._micro_batches(data):
             logp, _ = self._forward(self.model, mb)
             loss = -(logp * mb["response_mask"]).sum() / total
             loss.backward()

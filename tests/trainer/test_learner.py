@@ -86,13 +86,17 @@ def test_updates_follow_the_advantages(model, correction):
         assert metrics["offpolicy/log_ratio_abs_mean"] == pytest.approx(0.04, rel=0.3)  # |N(0, .05)|
 
 
-def test_micro_batching_does_not_change_the_gradient(base_model):
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-sum-norm"])
+def test_micro_batching_does_not_change_the_gradient(base_model, agg):
+    """Micro-batches are sorted by length and cut to their own extent: the gradient is the
+    full batch's all the same (also for a mode that normalises by the response horizon)."""
     grads = []
     for size in (1, 6):
         model = copy.deepcopy(base_model)
         data = batch(model)
         data.batch["advantages"] = torch.linspace(-1, 1, 6).unsqueeze(1) * data.batch["response_mask"]
-        learner = Learner(model, LearnerConfig(lr=1e-3, temperature=T, micro_batch_size=size, grad_clip=1e9))
+        cfg = LearnerConfig(lr=1e-3, temperature=T, micro_batch_size=size, grad_clip=1e9, loss_agg_mode=agg)
+        learner = Learner(model, cfg)
         learner.optimizer.step = lambda: None  # keep the gradients to compare them
         learner.ppo_update(data)
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
