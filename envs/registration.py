@@ -26,6 +26,7 @@ ARBORL_ENV_IDS: list[str] = []
 BUILTIN_ENVS = {
     "arborl/Code-v0": "arborl.envs.code:CodeEnv",
     "arborl/Tool-v0": "arborl.envs.tool:ToolEnv",
+    "arborl/Desktop-v0": "arborl.envs.desktop.env:DesktopEnv",
 }
 
 

@@ -123,7 +123,18 @@ def list_suites() -> list[Suite]:
 
 
 #: Built-in suites. A suite module adds itself here with one line.
-BUILTIN_SUITES: tuple[Suite, ...] = ()
+BUILTIN_SUITES: tuple[Suite, ...] = (
+    Suite(
+        "desktop-mini",
+        "arborl/Desktop-v0",
+        "arborl.tasks.osworld:load_desktop_mini",
+        description="9 OSWorld-format desktop tasks: text editor, file manager, terminal, spreadsheet, infeasible",
+        gold="arborl.tasks.osworld:desktop_mini_gold",
+        empty="arborl.tasks.osworld:desktop_mini_empty",
+        max_turns=15,
+        tags=("desktop", "osworld"),
+    ),
+)
 
 
 def register_builtin_suites() -> None:

@@ -56,3 +56,13 @@ def tiny_model():
     from arborl.agents.tiny import ensure_tiny_model
 
     return ensure_tiny_model()
+
+
+@pytest.fixture(scope="session")
+def gui_backend(docker_backend):
+    """The Docker backend with the arborl/gui image (Xvfb, openbox, xdotool, desktop apps)."""
+    from arborl.sandboxes.images import image_exists
+
+    if not image_exists(docker_backend.client, "arborl/gui:latest"):
+        unavailable("gui", "no arborl/gui image: run `arborl sandbox build image=gui` (make test does)")
+    return docker_backend

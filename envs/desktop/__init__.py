@@ -1,0 +1,36 @@
+"""arborl.envs.desktop: `arborl/Desktop-v0`, OSWorld-style desktop tasks on Xvfb in a container.
+
+    env = gymnasium.make("arborl/Desktop-v0")
+    obs, info = env.reset(options={"task": arborl.tasks.osworld.load_osworld_task("task.json")})
+    obs["screenshot"], obs["messages"], info["windows"]
+    obs, reward, terminated, truncated, info = env.step("```python\\npyautogui.hotkey('ctrl', 's')\\n```")
+
+- `actions.py`   pyautogui-style replies → validated actions → xdotool command lines
+- `screen.py`    the X display in the sandbox: start, act, screenshot, window list
+- `steps.py`     OSWorld setup steps (config / postconfig)
+- `evaluators.py` OSWorld getters and the evaluation logic; `metrics.py` the metrics
+- `env.py`       the Gymnasium env
+"""
+
+from .actions import Action, ActionError, parse_actions, to_commands
+from .env import DEFAULT_TASK, DesktopEnv
+from .evaluators import evaluate
+from .metrics import METRIC_FUNCS
+from .screen import DisplayError, Screen, Window, XDisplay
+from .steps import DesktopSetupError
+
+__all__ = [
+    "DEFAULT_TASK",
+    "METRIC_FUNCS",
+    "Action",
+    "ActionError",
+    "DesktopEnv",
+    "DesktopSetupError",
+    "DisplayError",
+    "Screen",
+    "Window",
+    "XDisplay",
+    "evaluate",
+    "parse_actions",
+    "to_commands",
+]

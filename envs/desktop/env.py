@@ -1,0 +1,311 @@
+"""`arborl/Desktop-v0`: a Linux desktop in a container, driven with pyautogui-style actions.
+
+    env = gymnasium.make("arborl/Desktop-v0")
+    obs, info = env.reset(options={"task": load_osworld_task("task.json")})
+    obs["screenshot"]          # uint8 [768, 1024, 3]
+    obs["messages"]            # the instruction (at reset) and the window list, as chat messages
+    obs, reward, terminated, truncated, info = env.step("```python\\npyautogui.click(300, 200)\\n```")
+
+Each episode gets a sandbox of the `arborl/gui` image with its own X display (Xvfb + openbox),
+the task's OSWorld `config` steps run, and the model acts with pyautogui calls, executed by
+xdotool (`actions.py`). DONE or FAIL ends the episode and runs the task's OSWorld evaluator
+(`evaluators.py`); the score is the reward. A budget wrapper's cut-off evaluates too.
+
+Reset reuses the previous episode's sandbox when it can: an in-place reset (every process
+killed, the home directory and /tmp restored) and a fresh X server; a sandbox whose display
+cannot start again is replaced by a new container.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from gymnasium import spaces
+
+from arborl.sandboxes import Limits, SandboxCrashed, SandboxSpec, SandboxUnresponsive
+from arborl.tasks.osworld import DesktopTask, load_osworld_task
+
+from ..base import Step, TaskError, stable_hash
+from ..sandboxed import SandboxEnv
+from ..spaces import chat_observation_space
+from .actions import ActionError, describe, parse_actions, to_commands
+from .evaluators import evaluate
+from .screen import DisplayError, Screen, XDisplay
+from .steps import StepContext, run_steps
+
+log = logging.getLogger(__name__)
+
+SYSTEM_PROMPT = """\
+You operate a Linux desktop (screen {width}x{height} pixels, origin at the top left) to complete \
+the user's task. After each of your replies you get a screenshot and the list of open windows.
+
+Reply with Python calls of the pyautogui API in a ```python code block, for example:
+```python
+pyautogui.click(512, 384)
+pyautogui.write('hello')
+pyautogui.hotkey('ctrl', 's')
+```
+Supported: click(x, y, clicks=1, button='left'), doubleClick(x, y), rightClick(x, y), \
+moveTo(x, y), dragTo(x, y), scroll(clicks, x, y), write(text), press(key, presses=1), \
+hotkey(key, ...), keyDown(key), keyUp(key), time.sleep(seconds). Only literal arguments; \
+no variables or other code.
+Reply WAIT to wait a moment, DONE when the task is complete, FAIL if it cannot be done."""
+
+HOME = "/home/agent"
+#: Desktop defaults written into the home directory of every desktop sandbox: no blinking
+#: cursor or animations (screenshots of the same state are equal), and which app opens what
+#: when a file is double-clicked in the file manager.
+DESKTOP_FILES = {
+    f"{HOME}/.config/gtk-3.0/settings.ini": (
+        "[Settings]\ngtk-cursor-blink=false\ngtk-enable-animations=false\ngtk-recent-files-enabled=false\n"
+    ),
+    f"{HOME}/.config/mimeapps.list": (
+        "[Default Applications]\n"
+        "text/plain=org.xfce.mousepad.desktop\n"
+        "text/csv=gnumeric.desktop\n"
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet=gnumeric.desktop\n"
+        "application/x-gnumeric=gnumeric.desktop\n"
+        "inode/directory=pcmanfm.desktop\n"
+    ),
+}
+
+DEFAULT_TASK = DesktopTask(
+    id="arborl/desktop-hello",
+    instruction="Use the terminal to create the file /home/agent/hello.txt containing the line: hello desktop",
+    config=({"type": "launch", "parameters": {"command": ["xterm"]}},),
+    evaluator={
+        "func": "check_include_exclude",
+        "result": {"type": "vm_command_line", "command": "cat /home/agent/hello.txt", "shell": True},
+        "expected": {"type": "rule", "rules": {"include": ["hello desktop"]}},
+    },
+)
+
+
+class DesktopEnv(SandboxEnv):
+    """OSWorld-style desktop tasks on Xvfb in a container; pixels plus chat messages out."""
+
+    task_type: ClassVar[type[DesktopTask]] = DesktopTask
+    default_task: ClassVar[DesktopTask] = DEFAULT_TASK
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}  # noqa: RUF012 - Gymnasium's form
+
+    def __init__(
+        self,
+        *,
+        screen_width: int = 1024,
+        screen_height: int = 768,
+        settle_s: float = 0.15,
+        wait_s: float = 1.0,
+        max_wait_s: float = 10.0,
+        launch_wait_s: float = 5.0,
+        open_wait_s: float = 30.0,
+        limits: Limits | None = None,
+        system_prompt: str = SYSTEM_PROMPT,
+        **kwargs: Any,
+    ) -> None:
+        """
+        Args:
+            screen_width, screen_height: the X screen (and screenshot) size.
+            settle_s: pause after a step's actions before the screenshot, for apps to redraw.
+            wait_s: how long the WAIT action waits.
+            max_wait_s: the longest `time.sleep` one action may ask for.
+            launch_wait_s / open_wait_s: how long `launch` / `open` setup steps wait for a window.
+            limits: the sandbox's resources (default: 2 GiB of memory, one CPU).
+            system_prompt: the first message; `{width}` and `{height}` are filled in.
+            **kwargs: see `SandboxEnv` (pool, backend, park_s) and `TextEnv` (strict, render_mode).
+        """
+        super().__init__(**kwargs)
+        self.display = XDisplay(screen_width, screen_height)
+        self.observation_space = spaces.Dict(
+            {
+                "messages": chat_observation_space(),
+                "screenshot": spaces.Box(0, 255, (screen_height, screen_width, 3), np.uint8),
+            }
+        )
+        self.settle_s, self.wait_s, self.max_wait_s = settle_s, wait_s, max_wait_s
+        self.launch_wait_s, self.open_wait_s = launch_wait_s, open_wait_s
+        self.limits = limits or Limits(memory_mb=2048)
+        self.system_prompt = system_prompt
+        self._screen = Screen(None)
+        self._cache: tempfile.TemporaryDirectory[str] | None = None
+        self._ctx: StepContext | None = None
+        self._last_action: str | None = None
+        self._replaced = 0
+
+    def _coerce_task(self, task: Any) -> Any:
+        """A DesktopTask, or a dict in OSWorld's JSON format (read by `load_osworld_task`)."""
+        if isinstance(task, Mapping) and "kind" not in task:
+            try:
+                return load_osworld_task(task)
+            except ValueError as e:
+                raise TaskError(f"not a valid OSWorld task: {e}") from e
+        return super()._coerce_task(task)
+
+    # ---- sandbox ----------------------------------------------------------------------------
+    def sandbox_spec(self, task: DesktopTask) -> SandboxSpec:
+        user = SandboxSpec().user
+        return SandboxSpec(
+            image=task.image,
+            workdir=HOME,
+            # NO_AT_BRIDGE: GTK apps would wait for an accessibility bus that does not exist;
+            # GSETTINGS_BACKEND=memory: no dconf daemon (no D-Bus) in the sandbox.
+            env={**self.display.env, "NO_AT_BRIDGE": "1", "GSETTINGS_BACKEND": "memory"},
+            files=DESKTOP_FILES,
+            setup=(f"chown -R {user}: {HOME}",),
+            limits=self.limits,
+        )
+
+    async def _start_display(self, task: DesktopTask) -> None:
+        """Start X in the leased sandbox; if it cannot, replace the sandbox once and retry."""
+        try:
+            await self.display.start(self.sandbox)
+            return
+        except (DisplayError, SandboxCrashed, SandboxUnresponsive) as e:
+            log.warning("desktop sandbox %s unhealthy (%s); replacing it", self.sandbox.id[:12], e)
+        assert self._lease is not None
+        pool, sb = self._lease
+        self._lease = self._proxy = None
+        pool.checkin(sb, broken=True)
+        self._replaced += 1
+        await self._lease_for(task)
+        await self.display.start(self.sandbox)
+
+    def _new_context(self, task: DesktopTask) -> StepContext:
+        if self._cache is not None:
+            self._cache.cleanup()
+        self._cache = tempfile.TemporaryDirectory(prefix="arborl-desktop-")
+        return StepContext(
+            sandbox=self.sandbox,
+            display=self.display,
+            cache_dir=Path(self._cache.name),
+            base_dir=task.base_dir,
+            launch_wait_s=self.launch_wait_s,
+            open_wait_s=self.open_wait_s,
+        )
+
+    # ---- the episode ------------------------------------------------------------------------
+    async def on_reset(self, task: DesktopTask) -> list[dict[str, str]]:
+        self._last_action, self._screen = None, Screen(None)
+        await self._start_display(task)
+        self._ctx = self._new_context(task)
+        await run_steps(self._ctx, task.config, "config")
+        _, self._screen = await self.display.run(self.sandbox, settle_s=self.settle_s)
+        w, h = self.display.width, self.display.height
+        return [
+            {"role": "system", "content": self.system_prompt.format(width=w, height=h)},
+            {"role": "user", "content": f"{task.instruction}\n\n{self._screen.describe(w, h)}"},
+        ]
+
+    def reset_info(self) -> dict[str, Any]:
+        return {
+            "windows": [w.as_dict() for w in self._screen.windows],
+            "screen_size": (self.display.width, self.display.height),
+            "setup": list(self._ctx.log) if self._ctx else [],
+        }
+
+    async def on_step(self, action: str) -> Step:
+        try:
+            return await self._act(action)
+        except BaseException:
+            self._screen = Screen(None)  # what the step left on screen is unknown: show a blank one
+            raise
+
+    async def _act(self, action: str) -> Step:
+        w, h = self.display.width, self.display.height
+        try:
+            actions = parse_actions(action, w, h)
+        except ActionError as e:
+            _, self._screen = await self.display.run(self.sandbox)
+            return Step(
+                f"Error: {e}. Nothing was done.\n\n{self._screen.describe(w, h)}",
+                info={"format_error": True, "action_error": str(e), **self._screen_info()},
+            )
+        todo, final, ignored = [], None, 0
+        for i, a in enumerate(actions):
+            if a.name in ("DONE", "FAIL"):
+                final, ignored = a.name, len(actions) - i - 1
+                break
+            todo.append(a)
+        lines = [
+            [f"sleep {self.wait_s:.3f}"] if a.name == "WAIT" else to_commands(a, self.max_wait_s)
+            for a in todo
+        ]
+        pause = sum(self.wait_s if a.name == "WAIT" else a.args.get("seconds", 0.0) for a in todo)
+        if todo or final is None:
+            act, self._screen = await self.display.run(
+                self.sandbox, lines, settle_s=self.settle_s if todo else 0.0, timeout=60.0 + pause
+            )
+            done = f"Ran {act.completed} of {len(todo)} actions: " if act.error else "Ran: "
+            report = done + "; ".join(describe(a) for a in todo) + "."
+            if act.error:
+                report += f"\nError: {act.error}"
+        else:
+            act, report = None, ""
+        info: dict[str, Any] = {"actions": [describe(a) for a in todo], **self._screen_info()}
+        if act is not None and act.error:
+            info["action_error"] = act.error
+        if final is None:
+            return Step(f"{report}\n\n{self._screen.describe(w, h)}".strip(), info=info)
+        self._last_action = final
+        score, details = await self._evaluate()
+        info["evaluation"] = details
+        after = f" ({ignored} actions after it were ignored)" if ignored else ""
+        return Step(
+            f"{report}\nYou said {final}{after}; the episode is over.".strip(),
+            reward=score,
+            terminated=True,
+            info=info,
+        )
+
+    async def on_finish(self) -> tuple[float, dict[str, Any]]:
+        """A budget ended the episode: evaluate the desktop as it is."""
+        score, details = await self._evaluate()
+        return score, {"evaluation": details}
+
+    async def _evaluate(self) -> tuple[float, dict[str, Any]]:
+        assert self._ctx is not None
+        task: DesktopTask = self.task
+        return await evaluate(task.evaluator, self._ctx, self._last_action)
+
+    def _screen_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"windows": [w.as_dict() for w in self._screen.windows]}
+        if self._screen.error:
+            info["screenshot_error"] = self._screen.error
+        return info
+
+    # ---- observations -------------------------------------------------------------------------
+    async def make_observation(self, messages: Any) -> dict[str, Any]:
+        image = self._screen.image
+        return {
+            "messages": messages,
+            "screenshot": image.copy() if image is not None else self.display.blank(),
+        }
+
+    async def state_hash(self) -> str:
+        """The screen's pixels and window list: equal screens are the same state."""
+        img = self._screen.image
+        digest = hashlib.sha256(img.tobytes()).hexdigest()[:16] if img is not None else ""
+        return stable_hash(
+            [self.task_id, digest, [(w.title, w.x, w.y, w.width, w.height) for w in self._screen.windows]]
+        )
+
+    def render(self) -> Any:
+        if self.render_mode == "rgb_array":
+            return self._screen.image.copy() if self._screen.image is not None else self.display.blank()
+        return super().render()
+
+    async def _close(self) -> None:
+        await super()._close()
+        if self._cache is not None:
+            self._cache.cleanup()
+            self._cache = None
+
+    @property
+    def replaced_sandboxes(self) -> int:
+        """How many times a sandbox whose display would not start was replaced by a new one."""
+        return self._replaced

@@ -1,0 +1,170 @@
+"""OSWorld evaluation in a desktop sandbox: getters read the sandbox, metrics score it.
+
+    score, details = await evaluate(task.evaluator, ctx, last_action)
+
+As OSWorld's `DesktopEnv.evaluate`: the `postconfig` steps run first; an `infeasible` task
+scores 1 only when the agent's last action was FAIL, and a feasible one scores 0 when it was;
+several metrics combine with `conj` "and" (any 0 → 0, else the mean) or "or" (any 1 → 1,
+else the best). A getter that finds no file gives None (file metrics score it 0). A metric
+that raises scores 0 with the error in `details`, so an odd agent output cannot crash training.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+from typing import Any
+
+from arborl.sandboxes import SandboxCrashed, SandboxFileNotFound, SandboxUnresponsive
+from arborl.tasks.osworld import OSWorldEvaluator, OSWorldGetter
+
+from .metrics import METRIC_FUNCS
+from .steps import StepContext, argv, run_steps
+
+log = logging.getLogger(__name__)
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+async def _vm_file(ctx: StepContext, p: dict[str, Any]) -> Any:
+    multi = bool(p.get("multi", False))
+    paths = list(p["path"]) if multi else [p["path"]]
+    dests = list(p["dest"]) if multi else [p["dest"]]
+    gives = set(p.get("gives", [0]))
+    out: list[str | None] = []
+    for i, (path, dest) in enumerate(zip(paths, dests, strict=True)):
+        local = ctx.cache_dir / str(dest)
+        try:
+            data = await ctx.sandbox.read_file(str(path), max_bytes=MAX_FILE_BYTES)
+        except SandboxFileNotFound:
+            data = None
+        except Exception as e:  # a directory, unreadable, too large: as OSWorld, "no file"
+            log.info("vm_file %s: %s", path, e)
+            data = None
+        if data is not None:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_bytes(data)
+        if i in gives:
+            out.append(str(local) if data is not None else None)
+    return out[0] if len(out) == 1 else out
+
+
+async def _command(ctx: StepContext, p: dict[str, Any], stream: str) -> str:
+    r = await ctx.sandbox.exec(
+        argv(p["command"], bool(p.get("shell", False))),
+        timeout=ctx.command_timeout_s,
+        env=ctx.display.env,
+        workdir="/home/agent",
+    )
+    return r.stdout if stream == "stdout" else r.stderr
+
+
+async def _list_directory(ctx: StepContext, p: dict[str, Any]) -> dict[str, Any] | None:
+    """OSWorld's directory tree: {"type": "directory", "name", "children": [...]}."""
+    script = (
+        "import json, os, sys\n"
+        "def tree(p):\n"
+        "    if not os.path.isdir(p): return {'type': 'file', 'name': os.path.basename(p)}\n"
+        "    kids = sorted(os.listdir(p))\n"
+        "    return {'type': 'directory', 'name': os.path.basename(p.rstrip('/')) or p,\n"
+        "            'children': [tree(os.path.join(p, k)) for k in kids]}\n"
+        "p = sys.argv[1]\n"
+        "print(json.dumps(tree(p) if os.path.isdir(p) else None))\n"
+    )
+    r = await ctx.sandbox.exec(["python3", "-c", script, str(p["path"])], timeout=60, max_output=8 << 20)
+    return json.loads(r.stdout) if r.exit_code == 0 and r.stdout.strip() else None
+
+
+async def get(getter: OSWorldGetter | None, ctx: StepContext) -> Any:
+    """Run one getter (OSWorld's `get_<type>`)."""
+    if getter is None:
+        return None
+    p, kind = getter.params, getter.type
+    if kind == "vm_file":
+        return await _vm_file(ctx, p)
+    if kind == "vm_command_line":
+        return await _command(ctx, p, "stdout")
+    if kind == "vm_command_error":
+        return await _command(ctx, p, "stderr")
+    if kind == "rule":
+        return p["rules"]
+    if kind == "cache_file":
+        path = ctx.cache_dir / str(p["path"])
+        return str(path) if path.exists() else None
+    if kind == "list_directory":
+        return await _list_directory(ctx, p)
+    if kind == "vm_file_exists_in_vm_folder":
+        path = f"{str(p['folder_name']).rstrip('/')}/{p['file_name']}"
+        r = await ctx.sandbox.exec(f"test -e {shlex.quote(path)}", timeout=10)
+        return r.exit_code == 0
+    if kind == "vm_screen_size":
+        return {"width": ctx.display.width, "height": ctx.display.height}
+    windows = await ctx.display.windows(ctx.sandbox)
+    if kind == "vm_window_size":
+        name = str(p["app_class_name"]).lower()
+        for w in windows:
+            if name in w.wm_class.lower():
+                return {"width": w.width, "height": w.height}
+        return None
+    if kind == "vm_active_window_title":
+        return next((w.title for w in windows if w.active), None)
+    if kind == "vm_window_titles":
+        return [w.title for w in windows]
+    raise ValueError(f"getter {kind!r} is not implemented")  # the loader refuses these
+
+
+GETTER_TYPES = (
+    "vm_file",
+    "vm_command_line",
+    "vm_command_error",
+    "rule",
+    "cache_file",
+    "list_directory",
+    "vm_file_exists_in_vm_folder",
+    "vm_screen_size",
+    "vm_window_size",
+    "vm_active_window_title",
+    "vm_window_titles",
+)
+
+
+async def evaluate(
+    ev: OSWorldEvaluator, ctx: StepContext, last_action: str | None
+) -> tuple[float, dict[str, Any]]:
+    """Score the sandbox's state: (score in [0, 1], details for `info["evaluation"]`)."""
+    details: dict[str, Any] = {"metrics": [], "last_action": last_action}
+    if ev.postconfig:
+        await run_steps(ctx, ev.postconfig, "postconfig")
+    if ev.infeasible:
+        details["infeasible"] = True
+        return (1.0 if last_action == "FAIL" else 0.0), details
+    if last_action == "FAIL":
+        details["reason"] = "the agent declared the task infeasible (FAIL), but it is feasible"
+        return 0.0, details
+    scores = []
+    for i, name in enumerate(ev.func):
+        entry: dict[str, Any] = {"func": name}
+        try:
+            result = await get(ev.result[i], ctx)
+            expected = await get(ev.expected[i], ctx)
+            score = float(METRIC_FUNCS[name](result, expected, **ev.options[i]))
+            entry["result"] = _short(result)
+        except (SandboxCrashed, SandboxUnresponsive):
+            raise  # the sandbox is gone: no score can be read, the episode ends truncated
+        except Exception as e:
+            log.info("metric %s failed: %s: %s", name, type(e).__name__, e)
+            score, entry["error"] = 0.0, f"{type(e).__name__}: {e}"
+        entry["score"] = score
+        details["metrics"].append(entry)
+        if ev.conj == "and" and score == 0.0:
+            return 0.0, details
+        if ev.conj == "or" and score == 1.0:
+            return 1.0, details
+        scores.append(score)
+    total = sum(scores) / len(scores) if ev.conj == "and" else max(scores)
+    return total, details
+
+
+def _short(value: Any) -> Any:
+    text = repr(value)
+    return value if len(text) <= 300 else text[:297] + "..."

@@ -1,0 +1,152 @@
+"""OSWorld task JSON: the loader reads real-format files and refuses what it cannot run, loudly."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+from desktop_helpers import task
+
+from arborl.envs.desktop import evaluators, metrics, steps
+from arborl.tasks import get_suite
+from arborl.tasks.osworld import (
+    GETTERS,
+    METRICS,
+    SETUP_STEPS,
+    DesktopTask,
+    ScriptedDesktopPolicy,
+    UnsupportedOSWorldFeature,
+    load_desktop_mini,
+    load_osworld_dir,
+    load_osworld_task,
+)
+
+#: Trimmed from OSWorld's evaluation_examples/examples/os (its shape, unchanged).
+OSWORLD_OS_TASK = {
+    "id": "94d95f96-9699-4208-98ba-3c3119edf9c2",
+    "snapshot": "os",
+    "instruction": "I want to install Spotify on my current system. Could you please help me?",
+    "source": "https://www.youtube.com/watch?v=example",
+    "config": [{"type": "execute", "parameters": {"command": ["python", "-c", "print('hi')"]}}],
+    "trajectory": "trajectories/",
+    "related_apps": ["os"],
+    "evaluator": {
+        "func": "check_include_exclude",
+        "result": {"type": "vm_command_line", "command": "which spotify"},
+        "expected": {"type": "rule", "rules": {"include": ["spotify"], "exclude": ["not found"]}},
+    },
+}
+
+
+def test_an_osworld_task_loads_with_its_metadata_kept():
+    t = load_osworld_task(OSWORLD_OS_TASK)
+    assert t.id == OSWORLD_OS_TASK["id"] and t.instruction.startswith("I want to install")
+    assert t.config[0].type == "execute" and t.evaluator.func == ("check_include_exclude",)
+    assert t.evaluator.result[0].params == {"command": "which spotify"}
+    assert t.metadata["osworld"]["related_apps"] == ["os"] and t.metadata["osworld"]["snapshot"] == "os"
+    assert DesktopTask.model_validate(t.model_dump()) == t  # plain data: survives a round trip
+
+
+def test_single_and_list_evaluators_normalise_to_lists():
+    t = load_osworld_task(
+        task(
+            evaluator={
+                "func": ["exact_match", "compare_text_file"],
+                "conj": "or",
+                "result": [{"type": "rule", "rules": {}}, {"type": "vm_file", "path": "/a", "dest": "a"}],
+                "expected": [{"type": "rule", "rules": {"expected": 1}}, {"type": "cache_file", "path": "b"}],
+                "options": [{}, {"ignore_case": True}],
+                "postconfig": [{"type": "sleep", "parameters": {"seconds": 0.1}}],
+            }
+        )
+    )
+    ev = t.evaluator
+    assert ev.func == ("exact_match", "compare_text_file") and ev.conj == "or"
+    assert ev.options == ({}, {"ignore_case": True}) and ev.postconfig[0].type == "sleep"
+    assert load_osworld_task(task(evaluator={"func": "infeasible"})).evaluator.infeasible
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        ({"config": [{"type": "download", "parameters": {"files": []}}]}, UnsupportedOSWorldFeature, "no network"),
+        ({"config": [{"type": "chrome_open_tabs", "parameters": {"urls_to_open": []}}]}, UnsupportedOSWorldFeature, "Chrome"),
+        ({"config": [{"type": "teleport", "parameters": {}}]}, UnsupportedOSWorldFeature, "unknown setup step 'teleport'"),
+        ({"config": [{"type": "launch", "parameters": {"command": ["gedit"]}}]}, UnsupportedOSWorldFeature, "use mousepad"),
+        ({"config": [{"type": "launch", "parameters": {"command": "libreoffice --calc x.xlsx", "shell": True}}]}, UnsupportedOSWorldFeature, "gnumeric"),
+        ({"config": [{"type": "execute", "parameters": {"command": ["python", "-c", "import pyautogui; pyautogui.click(1, 1)"]}}]}, UnsupportedOSWorldFeature, "pyautogui"),
+        ({"config": [{"type": "open", "parameters": {"path": "/home/agent/a.docx"}}]}, UnsupportedOSWorldFeature, "no application for '.docx'"),
+        ({"config": [{"type": "launch", "parameters": {"command": ["xterm"], "detach": True}}]}, UnsupportedOSWorldFeature, "parameter"),
+        ({"config": [{"type": "launch", "parameters": {}}]}, ValueError, "missing"),
+        ({"config": [{"type": "upload_file", "parameters": {"files": [{"local_path": "nope.txt", "path": "/a"}]}}]}, ValueError, "not a file"),
+        ({"evaluator": {"func": "compare_table", "result": {"type": "vm_file", "path": "/a", "dest": "a"}}}, UnsupportedOSWorldFeature, "metric 'compare_table'"),
+        ({"evaluator": {"func": "exact_match", "result": {"type": "cloud_file", "path": "u", "dest": "d"}, "expected": {"type": "rule", "rules": {}}}}, UnsupportedOSWorldFeature, "getter 'cloud_file'"),
+        ({"evaluator": {"func": "exact_match", "result": {"type": "accessibility_tree"}, "expected": {"type": "rule", "rules": {}}}}, UnsupportedOSWorldFeature, "AT-SPI"),
+        ({"evaluator": {"func": "compare_csv", "result": {"type": "vm_file", "path": "/a", "dest": "a"}, "expected": {"type": "cache_file", "path": "b"}, "options": {"ignore_order": True}}}, UnsupportedOSWorldFeature, "ignore_order"),
+        ({"evaluator": {"func": "exact_match", "result": {"type": "rule", "rules": {}}}}, ValueError, "needs both"),
+        ({"evaluator": {"func": ["exact_match", "exact_match"], "result": [{"type": "rule", "rules": {}}]}}, ValueError, "1 entries for 2 metrics"),
+        ({"evaluator": {"func": "check_json", "result": {"type": "vm_file", "path": "/a", "dest": "a"}, "expected": {"type": "rule", "rules": {"expect": [{"key": ["a"], "method": "magic", "ref": 1}]}}}}, UnsupportedOSWorldFeature, "rule method 'magic'"),
+        ({"evaluator": {}}, ValueError, "func"),
+        ({"instruction": ""}, ValueError, "instruction"),
+    ],
+)  # fmt: skip
+def test_unsupported_or_malformed_tasks_fail_at_load_time_naming_the_culprit(change, error, message):
+    bad = {**task(id="bad/task"), **change}
+    with pytest.raises(error, match=message) as info:
+        load_osworld_task(bad)
+    assert "bad/task" in str(info.value)
+
+
+def test_files_on_disk_load_with_relative_uploads(tmp_path):
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "in.txt").write_text("payload")
+    spec = task(
+        config=[
+            {
+                "type": "upload_file",
+                "parameters": {"files": [{"local_path": "files/in.txt", "path": "/home/agent/in.txt"}]},
+            }
+        ]
+    )
+    (tmp_path / "t.json").write_text(json.dumps(spec))
+    (tasks,) = [load_osworld_dir(tmp_path)]
+    assert tasks[0].base_dir == str(tmp_path)
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"broken\.json: cannot read"):
+        load_osworld_dir(tmp_path)
+
+
+def test_the_desktop_vocabulary_is_implemented_by_the_env():
+    """tasks/osworld.py names what the env runs; envs/desktop must run exactly that."""
+    assert set(evaluators.GETTER_TYPES) == set(GETTERS)
+    assert set(metrics.METRIC_FUNCS) | {"infeasible"} == set(METRICS)
+    body = inspect.getsource(steps.run_step)  # the step kinds are the branches of run_step
+    for kind in SETUP_STEPS:
+        assert f'"{kind}"' in body, f"setup step {kind!r} has no branch in steps.run_step"
+
+
+def test_desktop_mini_suite_is_registered_and_loads():
+    suite = get_suite("desktop-mini")
+    tasks = suite.tasks()
+    assert suite.env_id == "arborl/Desktop-v0" and len(tasks) >= 8
+    assert [t.id for t in tasks] == [t.id for t in load_desktop_mini()]
+    assert any(t.evaluator.infeasible for t in tasks)
+    apps = {app for t in tasks for app in t.metadata["osworld"].get("related_apps", [])}
+    assert {"mousepad", "pcmanfm", "xterm", "gnumeric"} <= apps
+    for t in tasks:  # every task has a gold script and an empty policy that gives up at once
+        assert suite.empty_policy(t)([], {}) == "DONE"
+        assert isinstance(suite.gold_policy(t), ScriptedDesktopPolicy)
+
+
+def test_scripted_policy_waits_for_windows_and_clicks_inside_them():
+    policy = ScriptedDesktopPolicy(
+        [{"wait_window": "^Files$"}, {"click_in": ["^Files$", 10, 20], "clicks": 2}, "FAIL"], max_waits=2
+    )
+    assert policy([], {"windows": []}) == "WAIT"
+    win = {"title": "Files", "x": 100, "y": 50}
+    assert policy([], {"windows": [win]}) == "pyautogui.click(110, 70, clicks=2)"
+    assert policy([], {"windows": [win]}) == "FAIL"
+    assert policy([], {"windows": [win]}) == "DONE"
+    gives_up = ScriptedDesktopPolicy([{"wait_window": "never"}, "DONE"], max_waits=2)
+    assert [gives_up([], {}) for _ in range(3)] == ["WAIT", "WAIT", "DONE"]
