@@ -32,8 +32,7 @@ from typing import Any
 
 import gymnasium
 
-import arborl.envs
-from arborl.envs import TextEnv, register_env
+from arborl.envs import register_env
 from arborl.trainer.config import TrainConfig
 from arborl.trainer.loop import Trainer
 from arborl.trainer.metrics import read_metrics
