@@ -40,6 +40,8 @@ from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_weig
 
 from arborl.kernels import fused_logprob_entropy
 
+from .prefix import response_hidden_states
+
 
 class LearnerConfig(BaseModel):
     """Optimiser, loss and correction settings of the learner."""
@@ -68,6 +70,9 @@ class LearnerConfig(BaseModel):
     micro_batch_size: int = Field(8, ge=1, description="rows per forward/backward")
     temperature: float = Field(1.0, gt=0, description="the rollout sampling temperature")
     kernel_backend: Literal["auto", "torch", "triton"] = "auto"
+    share_prefix_min: int = Field(
+        16, ge=0, description="compute a prompt prefix this long shared by a micro-batch once (0: never)"
+    )
 
 
 def _lr_lambda(cfg: LearnerConfig) -> Any:
@@ -131,11 +136,9 @@ class Learner:
     # ---- log-probs ---------------------------------------------------------------------
     def _forward(self, model: Any, mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs and entropies ``[b, R]`` of the response tokens (0 off the mask)."""
-        resp_len = mb["responses"].shape[1]
-        out = model.model(
-            input_ids=mb["input_ids"], attention_mask=mb["attention_mask"], position_ids=mb["position_ids"]
-        )
-        hidden = out.last_hidden_state[:, -resp_len - 1 : -1]  # position t predicts token t+1
+        # Position t predicts token t+1; a prompt prefix the rows share is computed once.
+        min_shared = self.config.share_prefix_min if self.config.share_prefix_min > 0 else 1 << 30
+        hidden = response_hidden_states(model, mb, min_shared=min_shared)
         mask = mb["response_mask"].bool()
         head = model.get_output_embeddings()
         lp, ent = fused_logprob_entropy(
