@@ -5,7 +5,7 @@
 setup:
 	bash scripts/setup.sh
 run: setup
-	.venv/bin/arborl demo
+	.venv/bin/arborl train
 test: setup lint
 	.venv/bin/python -m pytest -ra
 bench: setup
