@@ -7,17 +7,17 @@ ARBORL_REQUIRE (CI sets `docker,bwrap`): then its absence fails the run instead.
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
-REQUIRED = {x.strip() for x in os.environ.get("ARBORL_REQUIRE", "").split(",") if x.strip()}
+# `python -m pytest` (make test) puts the repo root on sys.path, where the layer folders would
+# shadow third-party top-level packages: transformers then imports our kernels/ as the Hub's
+# `kernels` package, and vLLM's CPU workers crash on it. arborl is imported as `arborl.*` only.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _ROOT]
 
-
-def unavailable(component: str, reason: str) -> None:
-    """Skip, or fail when CI requires the component."""
-    if component in REQUIRED:
-        pytest.fail(f"{component} is required (ARBORL_REQUIRE) but unavailable: {reason}")
-    pytest.skip(f"{component} unavailable: {reason}")
+from arborl_require import REQUIRED, unavailable  # noqa: E402,F401  (re-exported for fixtures)
 
 
 @pytest.fixture(scope="session")
@@ -56,6 +56,27 @@ def tiny_model():
     from arborl.agents.tiny import ensure_tiny_model
 
     return ensure_tiny_model()
+
+
+@pytest.fixture(scope="session")
+def web_chromium():
+    """Debian's Chromium on the host (the web env's browser on the local backend)."""
+    import shutil
+
+    path = shutil.which("chromium")
+    if path is None:
+        unavailable("browser", "no Debian chromium: apt-get install chromium (scripts/setup.sh does)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def web_docker_backend(docker_backend):
+    """The Docker backend with the arborl/gui image the web env's browser runs in."""
+    from arborl.sandboxes.images import image_exists
+
+    if not image_exists(docker_backend.client, "arborl/gui:latest"):
+        unavailable("docker", "no arborl/gui image: run `arborl sandbox build image=gui` (make test does)")
+    return docker_backend
 
 
 @pytest.fixture(scope="session")

@@ -84,7 +84,7 @@ async def test_verls_worker_runs_arborl_episodes_and_verls_grpo_trains_on_them(t
     assert set(scores.tolist()) <= {0.0, 1.0}  # the env's verifier gave the reward
     for row, task in enumerate([t for t in tasks for _ in range(2)]):
         prompt = w.tokenizer.decode(b["prompts"][row][b["attention_mask"][row][:512].bool()])
-        assert task.question in prompt and '"calculator"' in prompt  # the env's tools are in the template
+        assert task.question in prompt and "\ncalculator(expression: string)" in prompt  # the env's tools
     assert len(set(server.requests)) == 4  # one sticky session per episode
     adv, _ = core_algos.compute_grpo_outcome_advantage(b["rm_scores"], mask, out.non_tensor_batch["uid"])
     assert adv.shape == mask.shape and torch.isfinite(adv).all()

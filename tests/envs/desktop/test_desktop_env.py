@@ -122,6 +122,14 @@ def test_mouse_and_keyboard_reach_the_apps(desktop, tmp_path):
         (xs >= pad["x"]) & (xs < pad["x"] + pad["width"]) & (ys >= pad["y"]) & (ys < pad["y"] + pad["height"])
     )
     assert inside.sum() > 50  # the typed text, in the editor
+    # The editor writes the file on its own time (slower on a loaded machine): wait for it.
+    sb, run, saved = desktop.unwrapped.sandbox.raw, get_runtime().run, ""
+    for _ in range(50):
+        saved = run(sb.exec("cat /home/agent/note.txt")).stdout
+        if saved != "one\n":
+            break
+        time.sleep(0.1)
+    assert saved == "one\nhéllo wörld", f"the editor saved {saved!r}"
     assert desktop.step("DONE")[1] == 1.0
 
 
