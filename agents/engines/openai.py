@@ -7,9 +7,9 @@ request asks vLLM for ``return_token_ids`` (the sampled ids) and
 A response without ids is an error, never decoded text.
 
 The server must report arborl's log-prob convention (see `base`): start vLLM with
-``--logprobs-mode processed_logprobs``. The first `generate` probes this (two one-token
-requests at different temperatures: raw log-probs do not change with temperature) and
-raises `EngineError` if the server reports raw log-probs.
+``--logprobs-mode processed_logprobs``. The first `generate` probes this (one ``top_k=1``
+sample, whose processed log-prob is exactly 0) and raises `EngineError` if the server
+reports raw log-probs.
 
 Failures: connection errors, timeouts and 5xx are retried `max_retries` times with
 exponential backoff; then a connection failure raises `EngineUnavailable` naming the URL.
@@ -161,17 +161,22 @@ class OpenAIEngine(InferenceEngine):
         } | extra
 
     async def check_logprobs_mode(self) -> None:
-        """Raise `EngineError` unless the server's log-probs depend on temperature (processed mode)."""
-        tops = []
-        for temp in (1.0, 0.5):
-            body = self._body([0], SamplingParams(temperature=temp, max_new_tokens=1, seed=0), logprobs=1)
-            out = await self._post("/v1/completions", body)
-            top = out["choices"][0]["logprobs"]["top_logprobs"][0]
-            tops.append(max(top.values()))
-        if abs(tops[0] - tops[1]) < 1e-6:
+        """Raise `EngineError` unless the server reports processed log-probs.
+
+        One token is sampled with ``top_k=1``: after filtering, the only kept token has
+        probability 1, so a server in ``processed_logprobs`` mode reports log-prob 0 for it,
+        while raw log-probs are ``log p(argmax) < 0`` for any model that is not already
+        deterministic. (Comparing two temperatures instead fails on near-uniform models,
+        e.g. an untrained one, whose log-probs barely move with temperature.)
+        """
+        body = self._body([1, 2], SamplingParams(temperature=1.0, top_k=1, max_new_tokens=1, seed=0))
+        out = await self._post("/v1/completions", body)
+        _, logprobs, _ = parse_choice(out["choices"][0])
+        if abs(logprobs[0]) > 1e-6:
             raise EngineError(
-                f"{self.config.base_url} reports temperature-independent (raw) log-probs; restart it "
-                "with --logprobs-mode processed_logprobs so log-probs match the trainer's scoring"
+                f"{self.config.base_url} reports unprocessed log-probs (log-prob {logprobs[0]:.4g} for "
+                "a top_k=1 sample, 0 expected); restart it with --logprobs-mode processed_logprobs "
+                "so log-probs match the trainer's scoring"
             )
         self._mode_checked = True
 

