@@ -1,1 +1,35 @@
-"""arborl.eval."""
+"""arborl.eval: run task suites with an agent, grade, store (resumable), report.
+
+    from arborl.eval import EvalConfig, run_eval
+    outcome = await run_eval(EvalConfig(suite="swe-mini", agent="gold"), sandbox={"type": "docker"})
+    outcome.summary["resolved_rate"], outcome.run_dir
+
+- `runner`   the run: concurrency over one sandbox pool, timeouts, retries of infrastructure
+             failures, isolation; `drivers` (scripted policies, the model agent)
+- `grading`  SWE-bench semantics (FULL / PARTIAL / NO) in a fresh sandbox; env verdicts
+- `patch`    the model patch read from the episode's repository
+- `images`   SWE instance images built on Docker
+- `metrics`  resolved rate, pass@k (Chen et al. 2021), turns, tokens, tool errors, wall time
+- `store`    SQLite results keyed by (run, instance, sample); `outputs` per-instance files
+- `report`   Markdown + HTML with matplotlib plots, one run or several compared
+
+The command line is `arborl eval` / `arborl eval-report` (docs/eval.md).
+"""
+
+from .config import EvalConfig
+from .metrics import pass_at_k, summarize
+from .report import write_report
+from .runner import EvalOutcome, run_eval
+from .store import InstanceResult, ResultStore, read_results
+
+__all__ = [
+    "EvalConfig",
+    "EvalOutcome",
+    "InstanceResult",
+    "ResultStore",
+    "pass_at_k",
+    "read_results",
+    "run_eval",
+    "summarize",
+    "write_report",
+]

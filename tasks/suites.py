@@ -125,6 +125,26 @@ def list_suites() -> list[Suite]:
 #: Built-in suites. A suite module adds itself here with one line.
 BUILTIN_SUITES: tuple[Suite, ...] = (
     Suite(
+        "swe-mini",
+        "arborl/Code-v0",
+        "arborl.tasks.swe_mini:load_tasks",
+        description="12 SWE-bench instances over 4 small Python repositories (FAIL_TO_PASS/PASS_TO_PASS)",
+        gold="arborl.tasks.swe_mini:gold_policy",
+        empty="arborl.tasks.swe_mini:empty_policy",
+        max_turns=20,
+        tags=("code", "swe-bench"),
+    ),
+    Suite(
+        "tool-mini",
+        "arborl/Tool-v0",
+        "arborl.tasks.tool_mini:load_suite",
+        description="120 templated tool-use problems: calculator, search over a small corpus, both",
+        gold="arborl.tasks.tool_mini:gold_policy",
+        empty="arborl.tasks.tool_mini:empty_policy",
+        max_turns=6,
+        tags=("tool",),
+    ),
+    Suite(
         "desktop-mini",
         "arborl/Desktop-v0",
         "arborl.tasks.osworld:load_desktop_mini",
@@ -133,6 +153,16 @@ BUILTIN_SUITES: tuple[Suite, ...] = (
         empty="arborl.tasks.osworld:desktop_mini_empty",
         max_turns=15,
         tags=("desktop", "osworld"),
+    ),
+    Suite(
+        "web-mini",
+        "arborl/Web-v0",
+        "arborl.tasks.web:load_web_mini",
+        description="11 web tasks on self-hosted sites: a shop (search, filters, cart, checkout), an admin console, both",
+        gold="arborl.tasks.web:gold_policy",
+        empty="arborl.tasks.web:empty_policy",
+        max_turns=30,
+        tags=("web",),
     ),
 )
 

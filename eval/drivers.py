@@ -1,0 +1,192 @@
+"""What plays an episode during evaluation: a scripted policy of the suite, or a model agent.
+
+Both return an `EpisodeRecord`, or raise `InfraError` when the sandbox layer failed (the
+runner retries those); anything the policy or model does wrong is recorded in the episode
+(`error`), never retried.
+
+- `PolicyDriver` ("gold" / "empty"): `(messages, info) -> reply` from the suite's factory.
+- `ModelDriver` ("model"): `arborl.agents.Agent` over an inference engine and its tokenizer,
+  token-exact; the trajectory is kept for the run directory.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gymnasium
+
+from arborl.envs import afinish, areset, astep, observation_messages
+from arborl.envs.wrappers import approx_tokens
+from arborl.sandboxes import ImageBuildError, SandboxError, SandboxUnavailable
+from arborl.tasks import Suite, Task
+
+from .config import ModelSection
+
+
+class InfraError(RuntimeError):
+    """The sandbox layer failed (not the agent): the attempt is retried unless `permanent`."""
+
+    def __init__(self, message: str, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+#: Sandbox errors that another attempt cannot fix (a missing image, a failed image build).
+PERMANENT = (SandboxUnavailable, ImageBuildError)
+
+
+@dataclass
+class EpisodeRecord:
+    messages: list[dict[str, Any]]
+    infos: list[dict[str, Any]]
+    rewards: list[float]
+    terminated: bool = False
+    truncated: bool = False
+    error: str | None = None
+    prompt_tokens: int = 0
+    response_tokens: int = 0
+    tokens_exact: bool = False
+    trajectory: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def turns(self) -> int:
+        return sum(m.get("role") == "assistant" for m in self.messages)
+
+    def final(self, key: str) -> Any:
+        """The last value of `key` in the step infos (e.g. the verifier's, the model patch)."""
+        for info in reversed(self.infos):
+            if key in info:
+                return info[key]
+        return None
+
+
+def check_infra(record: EpisodeRecord) -> EpisodeRecord:
+    """Raise InfraError if the episode ended because its sandbox failed."""
+    why = record.final("sandbox_error")
+    if why:
+        raise InfraError(f"the sandbox failed mid-episode: {why}")
+    return record
+
+
+class Driver(Protocol):
+    async def run(self, env: gymnasium.Env, task: Task, sample: int, max_turns: int) -> EpisodeRecord: ...
+
+    async def close(self) -> None: ...
+
+
+def _approx_tokens(messages: list[dict[str, Any]]) -> tuple[int, int]:
+    response = sum(approx_tokens(str(m.get("content", ""))) for m in messages if m.get("role") == "assistant")
+    total = sum(approx_tokens(str(m.get("content", ""))) for m in messages)
+    return total - response, response
+
+
+class PolicyDriver:
+    """The suite's gold or empty policy."""
+
+    def __init__(self, suite: Suite, kind: str) -> None:
+        self.factory: Callable[[Task], Any] = suite.gold_policy if kind == "gold" else suite.empty_policy
+
+    async def run(self, env: gymnasium.Env, task: Task, sample: int, max_turns: int) -> EpisodeRecord:
+        policy = self.factory(task)
+        try:
+            obs, info = await areset(env, options={"task": task})
+        except SandboxError as e:
+            raise InfraError(f"{type(e).__name__}: {e}", permanent=isinstance(e, PERMANENT)) from e
+        rec = EpisodeRecord(list(observation_messages(obs)), [info], [])
+        for _ in range(max_turns):
+            try:
+                reply = policy(list(rec.messages), info)
+                if inspect.isawaitable(reply):
+                    reply = await reply
+            except Exception as e:
+                rec.error = f"PolicyError: {type(e).__name__}: {e}"
+                break
+            rec.messages.append({"role": "assistant", "content": str(reply)})
+            obs, reward, terminated, truncated, info = await astep(env, str(reply))
+            rec.messages += observation_messages(obs)
+            rec.rewards.append(float(reward))
+            rec.infos.append(info)
+            if terminated or truncated:
+                rec.terminated, rec.truncated = bool(terminated), bool(truncated)
+                break
+        if not (rec.terminated or rec.truncated):  # out of turns (or the policy failed): score it now
+            bonus, extra = await afinish(env)
+            if rec.rewards:
+                rec.rewards[-1] += bonus
+            rec.infos.append({**extra, "truncated_by": "max_turns" if rec.error is None else "policy_error"})
+            rec.truncated = True
+        rec.prompt_tokens, rec.response_tokens = _approx_tokens(rec.messages)
+        return check_infra(rec)
+
+    async def close(self) -> None:
+        pass
+
+
+class ModelDriver:
+    """An LLM agent (`arborl.agents.Agent`); the model is loaded once and shared by all episodes."""
+
+    def __init__(self, cfg: ModelSection, max_turns: int) -> None:
+        from transformers import AutoTokenizer
+
+        from arborl.agents import Agent, AgentConfig
+        from arborl.agents.engines import SamplingParams, make_engine
+
+        if cfg.path is None:
+            from arborl.agents.tiny import ensure_tiny_model
+
+            path = str(ensure_tiny_model())
+        else:
+            path = cfg.path
+        self.path = path
+        self.engine = make_engine({"model": path, **cfg.engine})
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.cfg = cfg
+        self._make_agent = lambda seed: Agent(
+            self.engine,
+            self.tokenizer,
+            AgentConfig(
+                max_turns=max_turns,
+                max_new_tokens=cfg.max_new_tokens,
+                max_context_tokens=cfg.max_context_tokens,
+                sampling=SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, seed=seed),
+            ),
+        )
+        self._agents: dict[int, Any] = {}
+
+    async def run(self, env: gymnasium.Env, task: Task, sample: int, max_turns: int) -> EpisodeRecord:
+        if sample not in self._agents:  # one seed per sample index: pass@k samples differ
+            self._agents[sample] = self._make_agent(None if self.cfg.seed is None else self.cfg.seed + sample)
+        try:
+            ep = await self._agents[sample].run_episode(env, task, group_id=f"{task.id}#{sample}")
+        except SandboxError as e:
+            raise InfraError(f"{type(e).__name__}: {e}", permanent=isinstance(e, PERMANENT)) from e
+        traj = ep.trajectory
+        rec = EpisodeRecord(
+            messages=list(ep.messages),
+            infos=list(ep.infos),
+            rewards=[t.reward for t in traj.turns],
+            terminated=traj.terminated,
+            truncated=traj.truncation is not None,
+            error=ep.error,
+            prompt_tokens=len(traj.prompt_ids),
+            response_tokens=traj.num_response_tokens,
+            tokens_exact=True,
+            trajectory=traj,
+            extra={"truncation": traj.truncation, "total_tokens": len(traj)},
+        )
+        return check_infra(rec)
+
+    async def close(self) -> None:
+        await self.engine.close()
+
+
+def make_driver(kind: str, suite: Suite, model: ModelSection, max_turns: int) -> Driver:
+    if kind in ("gold", "empty"):
+        return PolicyDriver(suite, kind)
+    if kind == "model":
+        return ModelDriver(model, max_turns)
+    raise ValueError(f"unknown agent {kind!r}: gold, empty or model")

@@ -1,0 +1,317 @@
+"""`arborl eval`: run a suite's instances with an agent, grade them, store and report.
+
+    outcome = await run_eval(EvalConfig(suite="swe-mini", agent="gold"), sandbox={"type": "docker"})
+
+How a run goes:
+
+1. the suite's tasks (filtered by `tasks` / `limit`), times `samples`, minus the (instance,
+   sample) pairs already finished in the run directory's SQLite store (resume);
+2. on Docker, SWE tasks switch to instance images (built once, cached by content hash);
+3. `concurrency` workers, each with its own env over one `SandboxPool`, take the next item;
+   an attempt is the episode (`drivers`) plus grading (`grading`), under a wall-clock limit;
+4. an infrastructure failure (a sandbox error: the pool, the container, the engine) retries
+   the attempt on a fresh env, up to `retries` times; what the agent does is never retried;
+   an unexpected error in one instance is recorded and never stops the others;
+5. every result is committed to the store when it is known, and the instance's transcript,
+   patch and logs written (`outputs`); at the end: `summary.json` and the report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import gymnasium
+from gymnasium.envs.registration import load_env_creator
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+import arborl.envs  # noqa: F401 - registers the arborl/* env ids
+from arborl.envs import SandboxEnv, aclose, arelease
+from arborl.sandboxes import PoolConfig, SandboxError, SandboxPool, make_backend
+from arborl.tasks import Suite, Task, get_suite
+from arborl.tasks.swebench import swe_parts
+
+from .config import EvalConfig
+from .drivers import Driver, EpisodeRecord, InfraError, make_driver
+from .grading import SWEGrade, env_score, grade_swe
+from .images import with_instance_images
+from .metrics import summarize
+from .outputs import write_outputs
+from .patch import RecordPatch, is_code_env
+from .store import InstanceResult, ResultStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalOutcome:
+    run_dir: Path
+    summary: dict[str, Any]
+    skipped: int
+    ran: int
+    report: Path | None = None
+
+
+def select_tasks(suite: Suite, cfg: EvalConfig) -> list[Task]:
+    tasks = suite.tasks()
+    if cfg.tasks:
+        known = {t.id for t in tasks}
+        missing = [t for t in cfg.tasks if t not in known]
+        if missing:
+            raise ValueError(f"suite {suite.name!r} has no tasks {missing[:5]}")
+        wanted = set(cfg.tasks)
+        tasks = [t for t in tasks if t.id in wanted]
+    return tasks[: cfg.limit] if cfg.limit else tasks
+
+
+class EvalRun:
+    """One evaluation run (see the module doc)."""
+
+    def __init__(self, cfg: EvalConfig, pool: SandboxPool, console: Console) -> None:
+        self.cfg, self.pool, self.console = cfg, pool, console
+        self.suite = get_suite(cfg.suite)
+        self.max_turns = cfg.max_turns or self.suite.max_turns
+        self.run_dir = cfg.run_dir()
+        self.driver: Driver | None = None
+        self._sandboxed = self._is_sandboxed(self.suite.env_id)
+
+    @staticmethod
+    def _is_sandboxed(env_id: str) -> bool:
+        entry = gymnasium.spec(env_id).entry_point
+        cls = load_env_creator(entry) if isinstance(entry, str) else entry
+        return isinstance(cls, type) and issubclass(cls, SandboxEnv)
+
+    def make_env(self) -> gymnasium.Env:
+        kwargs: dict[str, Any] = dict(self.suite.env_kwargs)
+        if self._sandboxed:
+            kwargs["pool"] = self.pool
+        env = gymnasium.make(self.suite.env_id, **kwargs)
+        return RecordPatch(env) if is_code_env(env) else env
+
+    # ---- one attempt -------------------------------------------------------------------------
+    async def attempt(
+        self, env: gymnasium.Env, task: Task, sample: int
+    ) -> tuple[InstanceResult, EpisodeRecord, SWEGrade | None]:
+        assert self.driver is not None
+        start = time.perf_counter()
+        rec = await self.driver.run(env, task, sample, self.max_turns)
+        await arelease(env)
+        grade: SWEGrade | None = None
+        parts = swe_parts(task)
+        if parts is not None:
+            patch_error = rec.final("model_patch_error")
+            try:
+                spec = cast(SandboxEnv, env.unwrapped).sandbox_spec(task)
+                grade = await grade_swe(self.pool, spec, parts[0], parts[1], rec.final("model_patch"))
+            except SandboxError as e:
+                raise InfraError(f"grading failed: {type(e).__name__}: {e}") from e
+            if patch_error and grade.error == "no_patch":
+                grade = grade.model_copy(update={"error": f"no_patch: {patch_error}"})
+            score, success = float(grade.resolved), grade.resolved
+        else:
+            score, success = env_score(rec.rewards)
+        # Calls the model attempted: the ones that ran plus the ones the parser could not read.
+        calls = sum(len(i.get("tool_calls") or []) + len(i.get("parse_errors") or []) for i in rec.infos)
+        failed = sum(int(i.get("n_tool_errors") or 0) for i in rec.infos)
+        details: dict[str, Any] = {
+            "reward": sum(rec.rewards),
+            "terminated": rec.terminated,
+            "truncated": rec.truncated,
+            "truncated_by": rec.final("truncated_by"),
+            "verifier": rec.final("verifier"),
+            "answer": rec.final("answer"),
+            "format_errors": sum(bool(i.get("format_error")) for i in rec.infos),
+            **rec.extra,
+        }
+        if grade is not None:
+            details["grade"] = grade.model_dump(exclude={"log"})
+        result = InstanceResult(
+            instance_id=task.id,
+            sample=sample,
+            status="done",
+            success=success,
+            score=score,
+            grade=grade.status if grade else "",
+            turns=rec.turns,
+            prompt_tokens=rec.prompt_tokens,
+            response_tokens=rec.response_tokens,
+            tokens_exact=rec.tokens_exact,
+            tool_calls=calls,
+            tool_errors=failed,
+            wall_s=time.perf_counter() - start,
+            error=rec.error,
+            details=details,
+        )
+        return result, rec, grade
+
+    async def run_item(self, worker: dict[str, gymnasium.Env], task: Task, sample: int) -> InstanceResult:
+        """All attempts of one (task, sample); never raises (but for cancellation)."""
+        start = time.perf_counter()
+        for attempt in range(1, self.cfg.retries + 2):
+            try:
+                async with asyncio.timeout(self.cfg.instance_timeout_s):
+                    result, rec, grade = await self.attempt(worker["env"], task, sample)
+                result.attempts = attempt
+                write_outputs(self.run_dir, task.id, sample, rec, grade, result.error)
+                return result
+            except InfraError as e:
+                await self._replace_env(worker)
+                if e.permanent or attempt > self.cfg.retries:
+                    return self._failed(task, sample, "infra_error", str(e), attempt, start)
+                log.warning(
+                    "%s#%d: infrastructure failure, retrying (%d/%d): %s",
+                    task.id,
+                    sample,
+                    attempt,
+                    self.cfg.retries,
+                    e,
+                )
+            except TimeoutError:
+                await self._replace_env(worker)
+                why = f"the attempt took longer than instance_timeout_s={self.cfg.instance_timeout_s:g}"
+                return self._failed(task, sample, "timeout", why, attempt, start)
+            except Exception as e:  # a bug in an env, a grader or a policy factory: this instance only
+                await self._replace_env(worker)
+                log.exception("%s#%d failed", task.id, sample)
+                why = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
+                return self._failed(task, sample, "error", why, attempt, start)
+        raise AssertionError("unreachable")
+
+    def _failed(
+        self, task: Task, sample: int, status: str, why: str, attempts: int, start: float
+    ) -> InstanceResult:
+        write_outputs(self.run_dir, task.id, sample, None, error=why)
+        return InstanceResult(
+            instance_id=task.id,
+            sample=sample,
+            status=status,
+            grade="NO" if swe_parts(task) is not None else "",
+            wall_s=time.perf_counter() - start,
+            attempts=attempts,
+            error=why[:4000],
+        )
+
+    async def _replace_env(self, worker: dict[str, gymnasium.Env]) -> None:
+        try:
+            await aclose(worker["env"])
+        except Exception as e:  # the env is being thrown away anyway
+            log.debug("closing a failed env: %s", e)
+        worker["env"] = self.make_env()
+
+    # ---- the run ---------------------------------------------------------------------------
+    async def run(self, store: ResultStore) -> tuple[int, int]:
+        """Run what is not finished yet; returns (skipped, ran)."""
+        cfg = self.cfg
+        tasks = select_tasks(self.suite, cfg)
+        finished = store.finished()
+        work = [(t, s) for t in tasks for s in range(cfg.samples) if (t.id, s) not in finished]
+        skipped = len(tasks) * cfg.samples - len(work)
+        self.console.print(
+            f"[bold]{cfg.suite}[/bold] · agent [bold]{cfg.agent}[/bold] · {len(tasks)} tasks × {cfg.samples} "
+            f"sample(s) → {self.run_dir}"
+            + (f" · resuming: {skipped} finished, {len(work)} to go" if skipped else "")
+        )
+        if not work:
+            return skipped, 0
+        if cfg.swe.images == "auto" and any(swe_parts(t) for t, _ in work):
+            work = await self._with_images(work)
+        self.driver = make_driver(cfg.agent, self.suite, cfg.model, self.max_turns)
+        queue: asyncio.Queue[tuple[Task, int]] = asyncio.Queue()
+        for item in work:
+            queue.put_nowait(item)
+        resolved = 0
+        columns = (
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("resolved {task.fields[resolved]}"),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, console=self.console, transient=False) as progress:
+            bar = progress.add_task(f"{cfg.suite} · {cfg.agent}", total=len(work), resolved=0)
+
+            async def worker() -> None:
+                nonlocal resolved
+                slot = {"env": self.make_env()}
+                try:
+                    while not queue.empty():
+                        task, sample = queue.get_nowait()
+                        result = await self.run_item(slot, task, sample)
+                        store.put(result)
+                        resolved += result.success
+                        progress.update(bar, advance=1, resolved=resolved)
+                finally:
+                    await aclose(slot["env"])
+
+            try:
+                await asyncio.gather(*(worker() for _ in range(min(cfg.concurrency, len(work)))))
+            finally:
+                await self.driver.close()
+        return skipped, len(work)
+
+    async def _with_images(self, work: list[tuple[Task, int]]) -> list[tuple[Task, int]]:
+        unique = list({t.id: t for t, _ in work}.values())
+        with self.console.status("building instance images (cached by content hash)..."):
+            built = await with_instance_images(unique, self.pool.backend, self.cfg.swe.repos_dir)
+        by_id = {t.id: t for t in built}
+        return [(by_id[t.id], s) for t, s in work]
+
+
+async def close_loop_resources() -> None:
+    """Close what envs keep per event loop beyond one env's life, before the pool closes.
+
+    The web env keeps warm browser stacks (and Playwright) per loop for the next env; on the
+    env runtime's loop they close at exit, but this run's loop ends with `asyncio.run`, so
+    they are closed here (only if that env was used: nothing is imported for it).
+    """
+    web = sys.modules.get("arborl.envs.web")
+    if web is not None and hasattr(web, "close_stack_pools"):
+        try:
+            await web.close_stack_pools()
+        except Exception as e:  # cleanup at the end of a run: report, do not mask the results
+            log.warning("closing web stacks failed: %s", e)
+
+
+async def run_eval(
+    cfg: EvalConfig,
+    sandbox: Mapping[str, Any] | None = None,
+    pool: PoolConfig | None = None,
+    console: Console | None = None,
+) -> EvalOutcome:
+    """Run (or resume) an evaluation; writes the run directory and returns its summary."""
+    console = console or Console()
+    get_suite(cfg.suite)  # an unknown suite fails here, before a run directory is made for it
+    run_dir = cfg.run_dir()
+    store = ResultStore(run_dir / "results.sqlite", run_id=run_dir.name)
+    try:
+        if store.open_run(cfg.suite, cfg.agent, cfg.model_dump()) and not cfg.run.resume:
+            store.db.execute("DELETE FROM results WHERE run_id = ?", (store.run_id,))
+        backend = make_backend(dict(sandbox or {"type": "auto"}))
+        pool = pool or PoolConfig(max_size=max(4, cfg.concurrency))
+        if pool.max_size < cfg.concurrency:  # a worker holds one sandbox at a time (episode, then grading)
+            pool = pool.model_copy(update={"max_size": cfg.concurrency})
+        async with SandboxPool(backend, pool) as sandbox_pool:
+            try:
+                skipped, ran = await EvalRun(cfg, sandbox_pool, console).run(store)
+            finally:
+                await close_loop_resources()
+        summary = summarize(store.results(), cfg.pass_k)
+        summary.update({"suite": cfg.suite, "agent": cfg.agent, "run_id": store.run_id})
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    finally:
+        store.close()
+    report = None
+    if cfg.report:
+        from .report import write_report
+
+        report = write_report([run_dir])[0]
+    return EvalOutcome(run_dir, summary, skipped, ran, report)

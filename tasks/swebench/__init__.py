@@ -1,0 +1,37 @@
+"""SWE-bench tasks: the instance format, loaders, instance-image recipes, the conversion into
+the `CodeTask` that `arborl/Code-v0` runs, and the evaluation harness run in sandboxes.
+
+    from arborl.tasks.swebench import load_instances, to_code_task
+    instances = load_instances("swe-bench-lite.jsonl")          # or a save_to_disk directory
+    task = to_code_task(instances[0], image=tag)                 # or repo_files={...}
+
+Imports nothing else of arborl (image builds take the layer builder as an argument).
+"""
+
+from .convert import apply_command, swe_parts, to_code_task, verifier_files
+from .harness import files_in_patch, grade, parse_pytest_log
+from .images import Layer, LayerBuilder, build_instance_image, environment_layer, instance_layer
+from .instance import DEFAULT_ENVIRONMENT, SWEEnvironment, SWEInstance, environment_for
+from .loaders import InstanceLoadError, load_environments, load_instances
+
+__all__ = [
+    "DEFAULT_ENVIRONMENT",
+    "InstanceLoadError",
+    "Layer",
+    "LayerBuilder",
+    "SWEEnvironment",
+    "SWEInstance",
+    "apply_command",
+    "build_instance_image",
+    "environment_for",
+    "environment_layer",
+    "files_in_patch",
+    "grade",
+    "instance_layer",
+    "load_environments",
+    "load_instances",
+    "parse_pytest_log",
+    "swe_parts",
+    "to_code_task",
+    "verifier_files",
+]

@@ -1,0 +1,139 @@
+"""SWE-bench instance → the `CodeTask` that `arborl/Code-v0` runs.
+
+Two ways to put the repository in the sandbox:
+
+- `image=`: an instance image (see `images`): the repository is already at
+  `/workspace`, at `base_commit`, with its history and its environment installed.
+- `repo_files=`: the repository's files at `base_commit` (text), written into a sandbox of
+  the base image; the environment's files and install commands run as setup (as root).
+  Portable (no image build) but without the history.
+
+Either way the verifier is SWE-bench's evaluation run in the episode's own sandbox: the
+harness, the test patch and a spec are written as hidden files when the episode is scored,
+the test patch's files are reset to the base commit, the test patch is applied, the tests
+run, and the verifier passes only when every FAIL_TO_PASS and PASS_TO_PASS test passes.
+The evaluation runner grades again in a fresh sandbox from the extracted patch.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from ..spec import BASE_IMAGE, CodeTask
+from .instance import DEFAULT_ENVIRONMENT, ENV_ROOT, SWEEnvironment, SWEInstance
+
+HARNESS_PATH = Path(__file__).with_name("harness.py")
+#: Where the verifier's files go, relative to the repository (written only when scoring).
+HIDDEN_DIR = ".arborl"
+#: Where the portable form stages the environment's files in the repository before setup.
+STAGE_DIR = ".arborl-env"
+WORKDIR = "/workspace"
+
+
+def harness_source() -> str:
+    return HARNESS_PATH.read_text(encoding="utf-8")
+
+
+def harness_spec(
+    instance: SWEInstance,
+    environment: SWEEnvironment,
+    *,
+    test_patch: str,
+    model_patch: str | None = None,
+) -> dict[str, Any]:
+    """The harness's spec.json (paths as the sandbox sees them)."""
+    return {
+        "base_commit": instance.base_commit,
+        "test_patch": test_patch,
+        "model_patch": model_patch,
+        "test_cmd": environment.test_cmd,
+        "test_files": instance.test_files,
+        "FAIL_TO_PASS": list(instance.FAIL_TO_PASS),
+        "PASS_TO_PASS": list(instance.PASS_TO_PASS),
+        "timeout_s": environment.test_timeout_s,
+    }
+
+
+def verifier_files(instance: SWEInstance, environment: SWEEnvironment) -> dict[str, str]:
+    """The hidden files of the in-episode verifier (relative to the repository)."""
+    spec = harness_spec(instance, environment, test_patch=f"{HIDDEN_DIR}/test.patch")
+    return {
+        f"{HIDDEN_DIR}/harness.py": harness_source(),
+        f"{HIDDEN_DIR}/test.patch": instance.test_patch,
+        f"{HIDDEN_DIR}/spec.json": json.dumps(spec, indent=1),
+    }
+
+
+def _portable_setup(environment: SWEEnvironment) -> tuple[str, ...]:
+    cmds: list[str] = []
+    if environment.files or environment.install:
+        cmds.append(f"mkdir -p {ENV_ROOT}")
+    if environment.files:
+        cmds.append(f"cp -a {STAGE_DIR}/. {ENV_ROOT}/ && rm -rf {STAGE_DIR}")
+    cmds += [f"cd {ENV_ROOT} && {c}" for c in environment.install]
+    cmds += list(environment.instance_install)
+    return tuple(cmds)
+
+
+def to_code_task(
+    instance: SWEInstance,
+    environment: SWEEnvironment | None = None,
+    *,
+    image: str | None = None,
+    repo_files: dict[str, str] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> CodeTask:
+    """The CodeTask of `instance`: give an instance `image`, or the `repo_files` at base_commit."""
+    env = environment or DEFAULT_ENVIRONMENT
+    if (image is None) == (repo_files is None):
+        raise ValueError(f"{instance.instance_id}: give exactly one of image= or repo_files=")
+    files: dict[str, str] = {}
+    setup: tuple[str, ...] = ()
+    if repo_files is not None:
+        clash = [p for p in repo_files if p.split("/")[0] in (HIDDEN_DIR, STAGE_DIR)]
+        if clash:
+            raise ValueError(
+                f"{instance.instance_id}: the repository has arborl's reserved paths {clash[:3]}"
+            )
+        files = dict(repo_files)
+        files.update({f"{STAGE_DIR}/{p}": text for p, text in env.files.items()})
+        setup = _portable_setup(env)
+    return CodeTask(
+        id=instance.instance_id,
+        problem_statement=instance.problem_statement,
+        image=image or BASE_IMAGE,
+        workdir=WORKDIR,
+        repo_files=files,
+        setup=setup,
+        test_command=env.agent_test_cmd,
+        verify_command=f"python3 {HIDDEN_DIR}/harness.py {HIDDEN_DIR}/spec.json",
+        verify_timeout_s=env.test_timeout_s + 60,
+        hidden_files=verifier_files(instance, env),
+        metadata={
+            **(metadata or {}),
+            "swe": {"instance": instance.model_dump(), "environment": env.model_dump()},
+        },
+    )
+
+
+def swe_parts(task: Any) -> tuple[SWEInstance, SWEEnvironment] | None:
+    """The instance and environment a CodeTask was made from (None for other tasks)."""
+    meta = getattr(task, "metadata", None) or {}
+    swe = meta.get("swe") if isinstance(meta, dict) else None
+    if not isinstance(swe, dict) or "instance" not in swe:
+        return None
+    return SWEInstance.model_validate(swe["instance"]), SWEEnvironment.model_validate(
+        swe.get("environment") or {}
+    )
+
+
+def apply_command(patch: str, path: str = "/tmp/arborl.patch") -> str:
+    """A bash command writing `patch` to `path` and applying it with git (a scripted fix)."""
+    delim = "ARBORL_PATCH_EOF"
+    while delim in patch:
+        delim += "_"
+    body = patch if patch.endswith("\n") else patch + "\n"
+    return f"cat > {shlex.quote(path)} <<'{delim}'\n{body}{delim}\ngit apply --whitespace=nowarn {shlex.quote(path)}"

@@ -1,0 +1,58 @@
+"""Every built-in suite is validated by `arborl eval` itself: its gold policy resolves 100 % of
+the suite, its empty policy 0 %. Parametrized over `BUILTIN_SUITES`, so a suite added there
+is covered without touching this file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from arborl_require import unavailable
+
+from arborl.tasks.suites import BUILTIN_SUITES
+
+#: Suites whose envs need the arborl/gui image (a browser or a desktop in a container).
+GUI_TAGS = {"web": "browser", "desktop": "gui"}
+
+
+def arborl(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "arborl.cli.main", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _marks(tags: tuple[str, ...]) -> list[pytest.MarkDecorator]:
+    return [getattr(pytest.mark, GUI_TAGS[t]) for t in tags if t in GUI_TAGS]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("suite", [pytest.param(s, id=s.name, marks=_marks(s.tags)) for s in BUILTIN_SUITES])
+def test_gold_resolves_everything_and_empty_nothing(suite, docker_backend, tmp_path):
+    from arborl.sandboxes.images import image_exists
+
+    for tag, component in GUI_TAGS.items():
+        if tag in suite.tags and not image_exists(docker_backend.client, "arborl/gui:latest"):
+            unavailable(
+                component, "no arborl/gui image: run `arborl sandbox build image=gui` (make test does)"
+            )
+    assert suite.gold is not None and suite.empty is not None, f"{suite.name} needs gold and empty policies"
+    for agent, expected in (("gold", 1.0), ("empty", 0.0)):
+        run = tmp_path / agent
+        res = arborl(
+            "eval",
+            f"suite={suite.name}",
+            f"agent={agent}",
+            "sandbox=docker",
+            f"run.dir={run}",
+            "report=false",
+        )
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        summary = json.loads((run / "summary.json").read_text())
+        failed = [
+            f"{p.parent.parent.name}: {p.read_text()[:300]}" for p in run.glob("instances/*/*/error.txt")
+        ]
+        assert summary["resolved_rate"] == expected, (agent, summary, failed)
+        assert summary["samples"] == len(suite.tasks()) and summary["infra_errors"] == 0, summary

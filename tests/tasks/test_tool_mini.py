@@ -1,0 +1,157 @@
+"""tool-mini: the problems, the calculator, the corpus, the held-out split, the gold transcripts."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import gymnasium
+import pytest
+
+import arborl.envs  # noqa: F401 - registers arborl/Tool-v0
+from arborl.envs import run_episodes_sync
+from arborl.envs.search import BM25
+from arborl.tasks import get_suite, load_corpus
+from arborl.tasks import tool_mini as tm
+
+CALL = re.compile(r'^<tool_call>\n(\{"name": "(search|calculator)", "arguments": \{.*\}\})\n</tool_call>$')
+
+
+def test_the_suite_is_120_tasks_of_three_kinds_mixed_from_the_start():
+    tasks = get_suite("tool-mini").tasks()
+    assert len(tasks) == 120 and len({t.id for t in tasks}) == 120
+    assert Counter(t.metadata["kind"] for t in tasks) == {"arith": 40, "lookup": 40, "multi": 40}
+    assert {t.metadata["kind"] for t in tasks[:3]} == set(tm.KINDS)  # a prefix mixes every kind
+    assert len({t.question for t in tasks}) == 120
+    for t in tasks:
+        assert t.tools[0].handler == "arborl.tasks.tool_mini:calculator"
+        assert t.builtin_tools == ("search",)  # the python tool was dropped from the recipe
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("37 * 12", "444"),
+        ("2**10", "1024"),
+        ("7 / 2", "3.5"),
+        ("6/3", "2"),
+        ("(3 + 4) * -5", "-35"),
+        (" 9 // 2 % 3", "1"),
+        ("2 × 3", "6"),
+    ],
+)
+def test_calculator_evaluates_arithmetic(expression, value):
+    assert tm.calculator(expression) == value
+
+
+@pytest.mark.parametrize(
+    ("expression", "why"),
+    [
+        ("__import__('os').system('id')", "unsupported"),
+        ("a + 1", "unsupported"),
+        ("(1).real", "unsupported"),
+        ("2 ** 10000", "exponent too large"),
+        ("10 ** 20", "exponent too large|too large"),
+        ("99999999 * 99999999 * 99999999", "too large"),
+        ("1 / 0", "division by zero"),
+        ("1e400", "too large|finite"),
+        ("(" * 200 + "1" + ")" * 200, "nested too deeply|longer than|cannot parse"),
+        ("1 +", "cannot parse"),
+        ("", "empty"),
+        ("9" * 300, "longer than"),
+        ("'a' * 3", "unsupported"),
+    ],
+)
+def test_calculator_refuses_what_is_not_bounded_arithmetic(expression, why):
+    with pytest.raises(tm.CalculatorError, match=why):
+        tm.calculator(expression)
+
+
+def test_training_stream_is_reproducible_and_never_holds_an_evaluation_question():
+    a, b = tm.generate_tool_tasks(3000, seed=7), tm.generate_tool_tasks(3000, seed=7)
+    assert [t.model_dump() for t in a] == [t.model_dump() for t in b]
+    assert [t.question for t in tm.generate_tool_tasks(50, seed=8)] != [t.question for t in a[:50]]
+    assert not {t.question for t in a} & tm.eval_questions()
+    assert len({t.id for t in a}) == 3000
+    only = tm.generate_tool_tasks(30, seed=1, kinds=["lookup"])
+    assert {t.metadata["kind"] for t in only} == {"lookup"}
+    with pytest.raises(ValueError, match="kinds"):
+        tm.generate_tool_tasks(5, kinds=["poetry"])
+
+
+def test_the_shipped_corpus_is_what_the_generator_makes_and_search_finds_each_fact_first():
+    shipped = load_corpus(tm.CORPUS_PATH)
+    assert shipped == tuple(tm.build_corpus()) and len(shipped) == 5 * tm.N_COUNTRIES
+    index = BM25(shipped)
+    facts = tm.build_facts()
+    for task in [*get_suite("tool-mini").tasks(), *tm.generate_tool_tasks(300, seed=2)]:
+        for query in task.metadata["plan"]["searches"]:
+            country, attribute = query.split()
+            (_, top), *_ = index.search(query, 1)
+            assert top.id == f"{country.lower()}-{attribute}"
+            assert tm.read_fact(top.text) == str(facts[country][attribute])
+
+
+@pytest.fixture(scope="module")
+def gold_episodes():
+    tasks = [*get_suite("tool-mini").tasks(), *tm.generate_tool_tasks(60, seed=3)]
+    envs = [gymnasium.make("arborl/Tool-v0") for _ in range(4)]
+
+    by_id = {t.id: tm.gold_policy(t) for t in tasks}
+
+    def policy(messages, info):
+        return by_id[info["task_id"]](messages, info)
+
+    return tasks, run_episodes_sync(envs, policy, tasks, max_turns=6)
+
+
+def test_gold_solves_every_task_in_plain_hermes_replies(gold_episodes):
+    tasks, episodes = gold_episodes
+    assert [e.total_reward for e in episodes] == [1.0] * len(tasks)
+    for task, ep in zip(tasks, episodes, strict=True):
+        replies = [m["content"] for m in ep.messages if m["role"] == "assistant"]
+        plan = task.metadata["plan"]
+        assert len(replies) == len(plan["searches"]) + (plan["expr"] is not None) + 1
+        for reply in replies[:-1]:
+            call = CALL.match(reply)
+            assert call, reply
+            json.loads(call.group(1))
+        assert replies[-1] == str(task.answer)  # the bare answer
+        assert all(info.get("n_tool_errors", 0) == 0 for info in ep.infos)
+
+
+def test_gold_reads_values_from_the_observations_not_from_the_task():
+    task = next(t for t in get_suite("tool-mini").tasks() if t.metadata["kind"] == "multi")
+    policy = tm.gold_policy(task.model_copy(update={"answer": -1}))
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": task.question}]
+    for n, query in enumerate(task.metadata["plan"]["searches"]):
+        assert json.loads(CALL.match(policy(messages, {})).group(1))["arguments"] == {"query": query, "k": 1}
+        messages += [
+            {"role": "assistant", "content": "."},
+            {"role": "tool", "content": f"[1] x\nThe area of X is {n + 2}."},
+        ]
+    expr = json.loads(CALL.match(policy(messages, {})).group(1))["arguments"]["expression"]
+    assert expr == task.metadata["plan"]["expr"].format(*range(2, 2 + len(task.metadata["plan"]["searches"])))
+    messages += [{"role": "assistant", "content": "."}, {"role": "tool", "content": "12345"}]
+    assert policy(messages, {}) == "12345"
+
+
+def test_gold_transcripts_fit_the_trainers_context_with_the_tiny_tokenizer(gold_episodes, tiny_model):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    tasks, episodes = gold_episodes
+    env = gymnasium.make("arborl/Tool-v0")
+    _, info = env.reset(options={"task": tasks[0]})
+    longest = 0
+    for ep in episodes:
+        chat = [m for m in ep.messages if m["content"] != "Answer recorded."]
+        ids = tok.apply_chat_template(chat, tools=info["tools"], tokenize=True)
+        longest = max(longest, len(ids["input_ids"] if isinstance(ids, dict) else ids))
+    assert longest <= 1024, longest  # cli/conf/train.yaml: rollout.max_context_tokens
+
+
+def test_empty_policy_never_answers():
+    for task in get_suite("tool-mini").tasks()[:9]:
+        assert tm.empty_policy(task)([], {}) == "I don't know."
