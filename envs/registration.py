@@ -27,6 +27,7 @@ BUILTIN_ENVS = {
     "arborl/Code-v0": "arborl.envs.code:CodeEnv",
     "arborl/Tool-v0": "arborl.envs.tool:ToolEnv",
     "arborl/Desktop-v0": "arborl.envs.desktop.env:DesktopEnv",
+    "arborl/Web-v0": "arborl.envs.web.env:WebEnv",
 }
 
 
