@@ -319,8 +319,25 @@ def credit_data(n_traj: int, mean_len: int, seed: int = 0) -> dict:
     }
 
 
+def _threading_layer() -> str:
+    """The threading layer numba chose (it chooses at the first parallel launch)."""
+    import numba
+    from numba import njit, prange
+
+    @njit(parallel=True)
+    def touch(x):  # pragma: no cover - compiled
+        for i in prange(x.shape[0]):
+            x[i] = i
+
+    touch(np.empty(4))
+    return str(numba.threading_layer())
+
+
 def bench_credit(quick: bool) -> str:
+    import numba
+
     from arborl.kernels import discounted_returns, gae, gigpo_step_advantages, tree_credit
+    from arborl.kernels._parallel import free_cores
 
     n_traj, mean_len = (1000, 100) if quick else (10_000, 100)
     d = credit_data(n_traj, mean_len)
@@ -344,16 +361,30 @@ def bench_credit(quick: bool) -> str:
         ),
     }
     n_steps = int(d["offsets"][-1])
+    load = os.getloadavg()[0]
     rows = [
         f"{n_steps:,} steps in {n_traj:,} trajectories (groups of 8); trees: "
-        f"{d['parents'].shape[0]:,} nodes in 100-node trees. Best of 7 (numba, after compiling) / 3 (Python).\n",
-        "| kernel | numba | plain Python | speed-up |",
-        "|---|---|---|---|",
+        f"{d['parents'].shape[0]:,} nodes in 100-node trees. Best of 7 (numba, after compiling) / 3 (Python). "
+        f"numba: {_threading_layer()} threading layer, {numba.get_num_threads()} threads; "
+        f"load average {load:.1f} at the start (the kernels use as many threads as the load leaves "
+        f"cores free: {free_cores()} now). The 1-thread column forces the serial kernels.\n",
+        "| kernel | numba (auto threads) | numba (1 thread) | plain Python | speed-up (auto) | speed-up (1 thread) |",
+        "|---|---|---|---|---|---|",
     ]
     for name, (fast, slow) in cases.items():
         fast()  # compile (or load numba's cache)
-        t_fast, t_slow = _best_of(fast, 7), _best_of(slow, 3)
-        rows.append(f"| {name} | {t_fast * 1e3:.1f} ms | {t_slow * 1e3:.0f} ms | {t_slow / t_fast:.0f}× |")
+        t_fast = _best_of(fast, 7)
+        previous = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            t_one = _best_of(fast, 7)
+        finally:
+            numba.set_num_threads(previous)
+        t_slow = _best_of(slow, 3)
+        rows.append(
+            f"| {name} | {t_fast * 1e3:.2f} ms | {t_one * 1e3:.2f} ms | {t_slow * 1e3:.0f} ms "
+            f"| {t_slow / t_fast:.0f}× | {t_slow / t_one:.0f}× |"
+        )
         print("  " + rows[-1], flush=True)
     return "\n".join(rows)
 

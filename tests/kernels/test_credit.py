@@ -4,23 +4,30 @@ dictionaries, recursion), on fixed-seed random ragged inputs and edge cases."""
 from __future__ import annotations
 
 import itertools
+import multiprocessing
+import os
 import statistics
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
 import pytest
+from arborl_require import unavailable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arborl.kernels import (
     KernelInputError,
     ShapeMismatchError,
+    _parallel,
     broadcast_to_tokens,
     discounted_returns,
     gae,
     gigpo_step_advantages,
     tree_credit,
 )
+from arborl.kernels import _credit_numba as cn
 
 # ─── plain-Python references ────────────────────────────────────────────────────────────
 
@@ -242,3 +249,122 @@ def test_tree_errors():
         tree_credit([0], [1.0])
     with pytest.raises(ShapeMismatchError):
         tree_credit([-1, 0], [1.0])
+
+
+# ─── (4) the multi-threaded path ────────────────────────────────────────────────────────
+
+
+@pytest.fixture
+def parallel_on(monkeypatch):
+    """Send every input through the parallel kernels, whatever its size or the machine's load."""
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        unavailable("numba threads", "numba has one thread here: no parallel path to test")
+    monkeypatch.setattr(_parallel, "PARALLEL_MIN_ITEMS", 1)
+    monkeypatch.setattr(_parallel, "LOAD_AWARE", False)
+    monkeypatch.setattr(_parallel, "_launch_pid", None)
+
+
+def contiguous_forest(rng, n_trees, size):
+    """Trees one after another (each a contiguous run of nodes), as tree rollouts store them."""
+    parents = []
+    for k in range(n_trees):
+        parents += [-1] + [k * size + int(rng.integers(max(0, i - 6), i)) for i in range(1, size)]
+    return np.asarray(parents, dtype=np.int64)
+
+
+def credit_outputs(rng, n_traj=60):
+    """Every credit kernel on one ragged data set (empty trajectories, shuffled hashed groups)."""
+    off = ragged_offsets(rng, n_traj, 9)
+    s = int(off[-1])
+    rewards, values, boot = rng.normal(size=s), rng.normal(size=s), rng.normal(size=n_traj)
+    groups = rng.integers(-(2**62), 2**62, size=12)[rng.integers(0, 12, size=s)]  # unsorted, hashed
+    states = rng.integers(0, 6, size=s)
+    parents = contiguous_forest(rng, 8, 40)
+    return {
+        "returns": discounted_returns(rewards, off, 0.93),
+        "gae": gae(rewards, values, off, 0.97, 0.9, boot),
+        "gigpo": gigpo_step_advantages(rewards, groups, states),
+        "gigpo_sorted": gigpo_step_advantages(rewards, np.sort(rng.integers(0, 9, size=s)), states),
+        "tree": tree_credit(parents, rng.normal(size=parents.shape[0])),
+        "inputs": (rewards, values, off, boot, groups, states, parents),
+    }
+
+
+def assert_same_outputs(a, b):
+    for key in ("returns", "gae", "gigpo", "gigpo_sorted", "tree"):
+        for x, y in zip(np.atleast_2d(a[key]), np.atleast_2d(b[key]), strict=True):
+            np.testing.assert_array_equal(x, y, err_msg=key)  # bit for bit, not approximately
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_one_thread_and_two_threads_agree_bit_for_bit(parallel_on, seed):
+    previous = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)  # one thread: the serial kernels
+        one = credit_outputs(np.random.default_rng(seed))
+        assert _parallel._launch_pid is None
+        numba.set_num_threads(2)
+        two = credit_outputs(np.random.default_rng(seed))
+        assert _parallel._launch_pid == os.getpid()  # the parallel kernels did run
+    finally:
+        numba.set_num_threads(previous)
+    assert_same_outputs(one, two)
+    rewards, values, off, boot, groups, states, parents = two["inputs"]
+    np.testing.assert_allclose(two["returns"], ref_returns(rewards, off, 0.93), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(two["gae"][0], ref_gae(rewards, values, off, 0.97, 0.9, boot), atol=1e-12)
+    check_gigpo(rewards, groups, states)
+    check_tree(parents, np.arange(parents.shape[0], dtype=float))
+
+
+@pytest.mark.parametrize("n_chunks", [1, 2, 3, 7, 50])
+def test_chunking_does_not_change_results(n_chunks):
+    """The parallel kernels split the work at trajectory / group / tree boundaries only."""
+    rng = np.random.default_rng(5)
+    off = ragged_offsets(rng, 30, 7)
+    r, v, boot = rng.normal(size=off[-1]), rng.normal(size=off[-1]), rng.normal(size=30)
+    out, ret = np.empty_like(r), np.empty_like(r)
+    cn.returns_parallel(r, off, 0.9, out, n_chunks)
+    np.testing.assert_array_equal(out, discounted_returns(r, off, 0.9))
+    cn.gae_parallel(r, v, off, boot, 0.9, 0.8, out, ret, n_chunks)
+    np.testing.assert_array_equal(out, gae(r, v, off, 0.9, 0.8, boot)[0])
+    parents, leaf = contiguous_forest(rng, 10, 20), rng.normal(size=200)
+    values, adv = np.empty(200), np.empty(200)
+    status = cn.tree_parallel(parents, leaf, values, adv, n_chunks)
+    assert (status == cn.TREE_OK).all()
+    expected = tree_credit(parents, leaf)
+    np.testing.assert_array_equal(values, expected[0])
+    np.testing.assert_array_equal(adv, expected[1])
+
+
+def test_parallel_tree_edge_cases(parallel_on):
+    # interleaved trees (topological, but no tree is a contiguous run): the serial fallback
+    check_tree([-1, -1, 0, 1, 0, 1, 2, 3], [0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    check_tree([-1] * 5, [1.0, 2.0, 3.0, 4.0, 5.0])  # only roots
+    bad = [-1, 0, 1, -1, 3, 4, -1, 9, 6, 6]  # the first order violation is reported, not a later one
+    with pytest.raises(KernelInputError, match="node 7 has parent 9"):
+        tree_credit([*bad, -1, 12, 10], np.zeros(13))
+
+
+def test_forked_child_after_a_parallel_launch(parallel_on):
+    """GNU OpenMP kills a forked child on its first parallel region (SIGTERM); ours runs serially."""
+    rng = np.random.default_rng(0)
+    off = ragged_offsets(rng, 50, 9)
+    rewards = rng.normal(size=off[-1])
+    expected = discounted_returns(rewards, off, 0.9)  # a parallel launch in this process
+    assert _parallel._launch_pid == os.getpid()
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply_async(discounted_returns, (rewards, off, 0.9)).get(timeout=60)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_concurrent_callers(parallel_on):
+    """Threads calling at once (numba's workqueue layer would abort on concurrent launches)."""
+    rng = np.random.default_rng(1)
+    off = ragged_offsets(rng, 200, 9)
+    rewards = rng.normal(size=off[-1])
+    expected = np.asarray(ref_returns(rewards, off, 0.9))
+    with ThreadPoolExecutor(4) as ex:
+        results = list(ex.map(lambda _: discounted_returns(rewards, off, 0.9), range(40)))
+    for got in results:
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-13)
