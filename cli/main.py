@@ -27,10 +27,15 @@ examples:
   arborl sandbox build            build the offline base image (cached by recipe hash)
   arborl sandbox ls               list every sandbox arborl made on this host
   arborl sandbox gc --all         remove them all (default: only orphans)
+  arborl envs list --describe      the registered environments (gymnasium.make ids)
   arborl demo sandbox=local       scripted SWE-style episodes over a warm pool
   arborl train                    the main job: tiny model, tool-mini, warm start + async GRPO
   arborl train async.mode=sync learner.lr=3e-4 run.dir=runs/sync
   arborl report runs/train        learning curves (PNG + HTML)
+  arborl eval --list              the registered task suites
+  arborl eval suite=swe-mini agent=gold      validate a suite (gold 100 %, empty 0 %)
+  arborl eval suite=tool-mini agent=model model.path=runs/train/checkpoints/latest/model
+  arborl eval-report runs/eval/tool-mini-model runs/eval/tool-mini-gold   compare two runs
 """
 
 
@@ -40,7 +45,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import demo, sandbox_cmds, train_cmds
+    from . import demo, envs_cmds, eval_cmds, sandbox_cmds, train_cmds
 
     p = argparse.ArgumentParser(
         prog="arborl",
@@ -65,8 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     sp = add("config", "print the composed configuration", _cmd_config)
     sp.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     sandbox_cmds.register(sub, add)
+    envs_cmds.register(sub)
     demo.register(add)
     train_cmds.register(add)
+    eval_cmds.register(add)
     return p
 
 

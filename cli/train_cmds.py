@@ -73,7 +73,9 @@ def cmd_verl_train(args: argparse.Namespace) -> int:
 
 def register(add: Any) -> None:
     sp = add("train", "train a policy with RL: warm start, then asynchronous GRPO (the main job)", cmd_train)
-    sp.add_argument("overrides", nargs="*", help="Hydra overrides of cli/conf/train.yaml, e.g. learner.lr=1e-4")
+    sp.add_argument(
+        "overrides", nargs="*", help="Hydra overrides of cli/conf/train.yaml, e.g. learner.lr=1e-4"
+    )
     sp = add("report", "plot the learning curves of training runs (PNG + HTML)", cmd_report)
     sp.add_argument("runs", nargs="+", help="run directories (several: curves overlaid)")
     sp.add_argument("--out", default=None, help="output directory (default: the first run's)")

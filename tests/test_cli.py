@@ -36,6 +36,33 @@ def test_unknown_config_group_option_is_a_clear_error():
     assert res.returncode != 0 and "kubernetes" in res.stderr
 
 
+def test_envs_list_shows_builtin_and_user_envs(tmp_path):
+    res = arborl("envs", "list")
+    assert res.returncode == 0, res.stderr
+    ids = [line.split()[0] for line in res.stdout.splitlines()]
+    assert ids[:4] == ["arborl/Code-v0", "arborl/Tool-v0", "arborl/Desktop-v0", "arborl/Web-v0"]
+    (tmp_path / "my_envs.py").write_text(
+        "import gymnasium\n"
+        "from arborl.envs import register_env\n"
+        "class Echo(gymnasium.Env):\n"
+        '    """Repeats what it is told."""\n'
+        "register_env('myorg/Echo-v0', Echo)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "arborl.cli.main", "envs", "list", "--import", "my_envs", "--describe"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)},
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "myorg/Echo-v0" in res.stdout and "Repeats what it is told." in res.stdout
+    assert len(res.stdout.splitlines()) == 2 * 5  # every env, built-in too, has its summary line
+    missing = arborl("envs", "list", "--import", "no_such_module_xyz")
+    assert missing.returncode == 2 and "cannot import no_such_module_xyz" in missing.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["local", "docker"])
 def test_demo_runs_end_to_end(backend, request):
