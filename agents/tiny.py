@@ -26,7 +26,7 @@ import os
 import random
 import shutil
 import sysconfig
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -87,6 +87,11 @@ class TinyModelConfig(BaseModel):
     num_key_value_heads: int = 1
     max_position_embeddings: int = 4096
     corpus_bytes: int = Field(4_000_000, description="how much text the tokenizer trains on")
+    domain_text: tuple[str, ...] = Field(
+        ("arborl.tasks.tool_mini:tokenizer_text",),
+        description="'module:function' giving strings mixed into the tokenizer's corpus: the "
+        "language of the tasks the model will see (the built-in tool-mini suite by default)",
+    )
     seed: int = 0
 
     def digest(self) -> str:
@@ -98,8 +103,11 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("ARBORL_CACHE", Path.home() / ".cache" / "arborl")) / "models"
 
 
-def _corpus(limit: int, seed: int) -> Iterator[str]:
-    """Python's standard library sources, then synthetic chat and tool-call lines."""
+def _corpus(limit: int, seed: int, domain_text: Sequence[str] = ()) -> Iterator[str]:
+    """Python's standard library sources, the domain text (e.g. tool-mini's questions and
+    corpus), then synthetic chat and tool-call lines."""
+    from arborl.tasks.suites import resolve
+
     rng = random.Random(seed)
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     files = sorted(stdlib.glob("*.py")) + sorted(stdlib.glob("json/*.py"))
@@ -110,6 +118,10 @@ def _corpus(limit: int, seed: int) -> Iterator[str]:
         seen += len(text)
         if seen >= limit * 0.85:
             break
+    for spec in domain_text:
+        for line in resolve(spec)():
+            yield line
+            seen += len(line)
     words = [
         "the",
         "file",
@@ -160,7 +172,7 @@ def build_tiny_model(out_dir: Path, config: TinyModelConfig | None = None) -> Pa
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_corpus(cfg.corpus_bytes, cfg.seed), trainer=trainer)
+    tok.train_from_iterator(_corpus(cfg.corpus_bytes, cfg.seed, cfg.domain_text), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token="<|im_end|>",

@@ -76,14 +76,26 @@ def slow_tool_env(**kwargs: Any) -> gymnasium.Env:
 
 def base_config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
     cfg: dict[str, Any] = {
-        "model": {"tiny": {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 4,
-                           "num_attention_heads": 4, "num_key_value_heads": 2}},
+        "model": {
+            "tiny": {
+                "hidden_size": 128,
+                "intermediate_size": 512,
+                "num_hidden_layers": 4,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+            }
+        },
         "tasks": {"train": args.tasks, "eval_suite": args.suite, "eval_size": args.eval_size},
         "rollout": {"group_size": 8, "groups_per_step": 4, "max_turns": 4, "max_new_tokens": 64},
         "learner": {"lr": args.lr, "micro_batch_size": 16},
         "sft": {"steps": 0},
-        "run": {"dir": str(run_dir), "steps": args.steps, "eval_every": max(1, args.steps // 5),
-                "checkpoint_every": 10_000, "time_budget_min": None},
+        "run": {
+            "dir": str(run_dir),
+            "steps": args.steps,
+            "eval_every": max(1, args.steps // 5),
+            "checkpoint_every": 10_000,
+            "time_budget_min": None,
+        },
     }
     for key, value in over.items():
         cfg[key] = {**cfg.get(key, {}), **value}
@@ -102,6 +114,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.3, help="median tool latency (s)")
     ap.add_argument("--staleness", type=int, default=2)
     ap.add_argument("--sft-steps", type=int, default=300)
+    ap.add_argument("--init", default=None, help="start every mode from this model directory (no warm start)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--tasks", default="arborl.tasks.tool_mini:generate_tool_tasks")
     ap.add_argument("--suite", default="tool-mini")
@@ -115,10 +128,16 @@ def main() -> None:
     shutil.rmtree(args.out, ignore_errors=True)
 
     # One warm start shared by every mode, so all begin from the same policy.
-    warm = args.out / "warm"
-    asyncio.run(Trainer(base_config(warm, args, sft={"steps": args.sft_steps, "demos": 1000},
-                                    run={"steps": 0})).run())
-    model = str(sorted((warm / "checkpoints").glob("step-*"))[-1] / "model")
+    if args.init:
+        model = args.init
+    else:
+        warm = args.out / "warm"
+        asyncio.run(
+            Trainer(
+                base_config(warm, args, sft={"steps": args.sft_steps, "demos": 1000}, run={"steps": 0})
+            ).run()
+        )
+        model = str(sorted((warm / "checkpoints").glob("step-*"))[-1] / "model")
 
     modes = {
         "sync": {"mode": "sync", "partial_rollouts": False},
@@ -128,14 +147,18 @@ def main() -> None:
     rows, dirs = [], []
     for name, mode in modes.items():
         run_dir = args.out / name.replace("+", "-")
-        cfg = base_config(run_dir, args, model={"path": model}, rollout={"env_id": "bench/SlowTool-v0"},
-                          **{"async": mode})
+        cfg = base_config(
+            run_dir, args, model={"path": model}, rollout={"env_id": "bench/SlowTool-v0"}, **{"async": mode}
+        )
         start = time.time()
         summary = asyncio.run(Trainer(cfg).run())
         samples = args.steps * cfg.rollout.groups_per_step * cfg.rollout.group_size
         rows.append((name, samples, rl_seconds(run_dir), time.time() - start, summary))
         dirs.append(run_dir)
-        print(f"{name}: {samples} samples, RL {rows[-1][2]:.0f} s, success {summary['final_success']}", flush=True)
+        print(
+            f"{name}: {samples} samples, RL {rows[-1][2]:.0f} s, success {summary['final_success']}",
+            flush=True,
+        )
 
     png = plot_runs(dirs, RESULTS / "trainer.png", labels=list(modes))
     base = rows[0][1] / rows[0][2]
@@ -147,8 +170,8 @@ def main() -> None:
     text = f"""# Trainer benchmark: async vs sync, partial rollouts
 
 `python bench/bench_trainer.py{" --quick" if args.quick else ""}` on {platform.node()} ({os.cpu_count()} cores), \
-{time.strftime("%Y-%m-%d %H:%M")}. Tiny model (hidden 128, 4 layers) warm-started once for \
-{args.sft_steps} steps, then {args.steps} RL steps × 4 groups × 8 episodes in each mode on \
+{time.strftime("%Y-%m-%d %H:%M")}. Tiny model (hidden 128, 4 layers) \
+{f"starting from {args.init}" if args.init else f"warm-started once for {args.sft_steps} steps"}, then {args.steps} RL steps × 4 groups × 8 episodes in each mode on \
 `{args.tasks}` with a lognormal tool latency per step (median {args.latency} s, σ = 1, cap 8 s). \
 RL time is the sum of waiting for batches and training (evaluations excluded).
 

@@ -143,7 +143,10 @@ async def main() -> None:
         return statistics.median(f(x) for x in rows if x[0] == kind)
 
     ind_tok, tree_tok = agg("independent", lambda x: x[1] / x[2]), agg("tree", lambda x: x[1] / x[2])
-    ind_rate, tree_rate = agg("independent", lambda x: x[2] / x[3] * 60), agg("tree", lambda x: x[2] / x[3] * 60)
+    ind_rate, tree_rate = (
+        agg("independent", lambda x: x[2] / x[3] * 60),
+        agg("tree", lambda x: x[2] / x[3] * 60),
+    )
     forks = [x[4] for x in rows if x[0] == "tree"][-1]
     text = f"""# Tree rollout benchmark
 

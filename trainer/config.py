@@ -85,6 +85,9 @@ class SFTConfig(_Strict):
     demos: int = Field(2000, ge=1, description="demonstration episodes collected")
     batch_size: int = Field(32, ge=1)
     lr: float = Field(1e-3, gt=0)
+    eval_every: int | None = Field(
+        None, ge=1, description="warm-start steps between held-out evaluations (None: at the end only)"
+    )
     gold: str | None = Field(
         None, description="policy factory 'module:fn' (task -> policy); None: the suite's gold"
     )

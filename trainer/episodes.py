@@ -73,11 +73,19 @@ async def run_many(
     return [results[i] for i in range(len(tasks))]
 
 
-def success_metrics(episodes: Sequence[AgentEpisode]) -> dict[str, float]:
-    """Success rate and shape of a set of episodes (an evaluation's headline numbers)."""
+def success_metrics(episodes: Sequence[AgentEpisode], tasks: Sequence[Any] = ()) -> dict[str, float]:
+    """Success rate and shape of a set of episodes (an evaluation's headline numbers); with
+    the tasks, also the success rate per task kind (`success/<kind>`, from the task's
+    ``metadata["kind"]``) where tasks say theirs."""
     trajs: list[Trajectory] = [e.trajectory for e in episodes]
     n = max(1, len(trajs))
+    kinds: dict[str, list[bool]] = {}
+    for task, t in zip(tasks, trajs, strict=False):  # no tasks given: no kinds
+        kind = (getattr(task, "metadata", None) or {}).get("kind")
+        if kind:
+            kinds.setdefault(str(kind), []).append(t.outcome_reward > 0)
     return {
+        **{f"success/{k}": sum(v) / len(v) for k, v in sorted(kinds.items())},
         "success": sum(t.outcome_reward > 0 for t in trajs) / n,
         "reward": sum(t.outcome_reward for t in trajs) / n,
         "turns": sum(len(t.turns) for t in trajs) / n,

@@ -230,6 +230,9 @@ class Trainer:
                 bar.advance(f"nll {m['sft/nll']:.3f}")
                 if step % 25 == 0 or step == sft.steps:
                     self.metrics.log("sft", step, m)
+                if sft.eval_every and step % sft.eval_every == 0 and step < sft.steps:
+                    await self._push_weights()
+                    await self._evaluate("sft", step)
         await self._push_weights()
         m = await self._evaluate("sft", sft.steps)
         self.metrics.log("eval-rl", 0, m)
@@ -384,10 +387,12 @@ class Trainer:
     async def _evaluate(self, phase: str, step: int) -> dict[str, float]:
         with self.progress.phase(f"evaluating ({len(self.eval_tasks)} tasks)", total=None):
             episodes = await run_many(self.greedy, self.env_factory, self.eval_tasks, concurrency=16)
-        m = success_metrics(episodes)
+        m = success_metrics(episodes, self.eval_tasks)
         self.metrics.log(f"eval-{phase}", step, m)
+        kinds = ", ".join(f"{k[8:]} {v:.0%}" for k, v in m.items() if k.startswith("success/"))
         self.progress.note(
             f"{phase} step {step}: success {m['success']:.0%} on {len(episodes)} held-out tasks"
+            + (f" ({kinds})" if kinds else "")
         )
         self.state.best_success = max(self.state.best_success, m["success"])
         return m
