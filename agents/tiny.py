@@ -92,6 +92,11 @@ class TinyModelConfig(BaseModel):
         description="'module:function' giving strings mixed into the tokenizer's corpus: the "
         "language of the tasks the model will see (the built-in tool-mini suite by default)",
     )
+    words_own_tokens: bool = Field(
+        True,
+        description="pre-tokenize so a word never absorbs the space or quote before it and digits "
+        "stand alone: a name is the same tokens in a question, a JSON argument and a tool result",
+    )
     seed: int = 0
 
     def digest(self) -> str:
@@ -159,12 +164,22 @@ def _corpus(limit: int, seed: int, domain_text: Sequence[str] = ()) -> Iterator[
 def build_tiny_model(out_dir: Path, config: TinyModelConfig | None = None) -> Path:
     """Train the tokenizer, initialise the model, and save both to `out_dir`."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
     cfg = config or TinyModelConfig()
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if cfg.words_own_tokens:
+        # GPT-2's split glues a word to the space before it: " Mirri" in a question and "Mirri"
+        # after a JSON quote become different tokens, so a tiny model must learn to spell a
+        # name anew to copy it into a call or an answer. Here a word is one piece wherever
+        # it stands (the space is its own piece), and digits are single.
+        split = pre_tokenizers.Split(Regex(r" ?[^\s\p{L}\p{N}]+|\p{L}+|\p{N}|\s+"), behavior="isolated")
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+        )
+    else:
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=cfg.vocab_size - len(MARKUP_TOKENS),

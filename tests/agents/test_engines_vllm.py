@@ -23,7 +23,7 @@ from transformers import AutoTokenizer
 
 import arborl.envs  # noqa: F401 - registers the arborl/* ids
 from arborl.agents.engines import EngineError, HFEngineConfig, SamplingParams, VLLMEngineConfig, make_engine
-from arborl.tasks import ToolTask
+from arborl.tasks import CodeTask, ToolTask
 
 pytestmark = pytest.mark.slow
 ATOL = 1e-5
@@ -158,11 +158,19 @@ async def test_agent_runs_multi_turn_episodes_through_vllm(vllm_engine, hf, tok)
     assert_token_exact(engine, traj, hf)
 
 
-async def test_agent_tool_env_episode_through_vllm(vllm_engine, hf, tok, docker_backend):
-    """A real sandboxed tool env: whatever the untrained model writes is recorded exactly."""
+@pytest.mark.parametrize("env_id", ["arborl/Code-v0", "arborl/Tool-v0"])
+async def test_agent_sandboxed_env_episode_through_vllm(vllm_engine, hf, tok, docker_backend, env_id):
+    """Real sandboxed envs: whatever the untrained model writes is recorded exactly."""
     engine = Recording(vllm_engine)
-    env = gymnasium.make("arborl/Tool-v0", backend=docker_backend)
-    task = ToolTask(id="q", question="What is 2 + 2?", answer=4, verifier="numeric")
+    env = gymnasium.make(env_id, backend=docker_backend)
+    if env_id.endswith("Code-v0"):
+        task = CodeTask(
+            id="fix",
+            problem_statement="Fix add().",
+            repo_files={"calc.py": "def add(a, b):\n    return a - b\n"},
+        )
+    else:
+        task = ToolTask(id="q", question="What is 2 + 2?", answer=4, verifier="numeric")
     agent = agent_for(engine, tok, max_turns=3, max_new_tokens=32, max_context_tokens=MAX_MODEL_LEN)
     try:
         ep = await agent.run_episode(env, task)

@@ -53,6 +53,24 @@ def test_loads_by_path_and_markers_are_single_tokens(tiny_model):
     assert torch.isfinite(model(**ids).logits).all()
 
 
+def test_a_name_is_the_same_tokens_wherever_it_stands(tiny_model):
+    """What the model copies (a name from the question into a JSON argument, a value from a
+    tool result into the answer) must be the same token ids in both places."""
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+
+    def pieces(text: str) -> list[str]:
+        return [tok.decode([i]) for i in tok.encode(text, add_special_tokens=False)]
+
+    for name in ("Mirri", "Veloria", "Zyxqurt"):  # known to the corpus, or not
+        want = pieces(name)
+        for context in (f"the capital of {name}?", f'{{"query": "{name} capital"}}', f"({name})\n{name}."):
+            got = pieces(context)
+            assert any(got[i : i + len(want)] == want for i in range(len(got))), (name, context, got)
+    assert pieces("428") == ["4", "2", "8"]  # digits stand alone: numbers copy digit by digit
+    text = 'x = {"a": "b c"}  # 12 ok\n\tdone'
+    assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
+
+
 def test_chat_template_renders_tools_and_tool_turns(tiny_model):
     tok = AutoTokenizer.from_pretrained(tiny_model)
     text = render(tok, CONVERSATION)
