@@ -34,7 +34,7 @@ examples:
   arborl report runs/train        learning curves (PNG + HTML)
   arborl eval --list              the registered task suites
   arborl eval suite=swe-mini agent=gold      validate a suite (gold 100 %, empty 0 %)
-  arborl eval suite=tool-mini agent=model model.path=runs/train/checkpoints/latest/model
+  arborl eval suite=tool-mini agent=model model.path=runs/train   (its latest checkpoint)
   arborl eval-report runs/eval/tool-mini-model runs/eval/tool-mini-gold   compare two runs
 """
 

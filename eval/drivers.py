@@ -140,7 +140,9 @@ class ModelDriver:
 
             path = str(ensure_tiny_model())
         else:
-            path = cfg.path
+            from arborl.trainer.checkpoint import resolve_model_dir
+
+            path = resolve_model_dir(cfg.path)  # a model, a checkpoint or a training run
         self.path = path
         self.engine = make_engine({"model": path, **cfg.engine})
         self.tokenizer = AutoTokenizer.from_pretrained(path)

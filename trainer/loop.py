@@ -42,7 +42,7 @@ from arborl.tasks.suites import resolve
 
 from .batch import trajectories_to_dataproto
 from .buffer import Group, GroupBuffer
-from .checkpoint import Checkpointer, RunState
+from .checkpoint import Checkpointer, RunState, resolve_model_dir
 from .config import TrainConfig
 from .episodes import run_many, success_metrics, task_stream
 from .learner import Learner, LearnerConfig
@@ -108,7 +108,11 @@ class Trainer:
             raise RunDirError(f"nothing to resume in {self.dir}: it has no checkpoint")
         # A run killed before its first checkpoint resumes from scratch, keeping what it stored.
         resume = started and cfg.run.resume is not False
-        base = cfg.model.path or str(ensure_tiny_model(config=cfg.model.tiny))
+        base = (
+            resolve_model_dir(cfg.model.path)
+            if cfg.model.path
+            else str(ensure_tiny_model(config=cfg.model.tiny))
+        )
         weights = str(latest / "model") if resume and latest else base
         self.tokenizer = AutoTokenizer.from_pretrained(base)
         self.model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32)

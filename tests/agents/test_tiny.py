@@ -5,7 +5,13 @@ from __future__ import annotations
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from arborl.agents.tiny import MARKUP_TOKENS, SPECIAL_TOKENS, TinyModelConfig, ensure_tiny_model
+from arborl.agents.tiny import (
+    MARKUP_TOKENS,
+    SPECIAL_TOKENS,
+    TinyModelConfig,
+    build_tiny_model,
+    ensure_tiny_model,
+)
 
 TOOLS = [
     {
@@ -53,10 +59,12 @@ def test_loads_by_path_and_markers_are_single_tokens(tiny_model):
     assert torch.isfinite(model(**ids).logits).all()
 
 
-def test_a_name_is_the_same_tokens_wherever_it_stands(tiny_model):
-    """What the model copies (a name from the question into a JSON argument, a value from a
-    tool result into the answer) must be the same token ids in both places."""
-    tok = AutoTokenizer.from_pretrained(tiny_model)
+def test_words_own_tokens_makes_a_name_the_same_tokens_wherever_it_stands(tmp_path):
+    """With `words_own_tokens`, what the model copies (a name from the question into a JSON
+    argument, a value from a tool result into the answer) is the same token ids in both places."""
+    tok = AutoTokenizer.from_pretrained(
+        build_tiny_model(tmp_path / "m", TinyModelConfig(words_own_tokens=True, corpus_bytes=1_000_000))
+    )
 
     def pieces(text: str) -> list[str]:
         return [tok.decode([i]) for i in tok.encode(text, add_special_tokens=False)]
