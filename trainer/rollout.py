@@ -173,8 +173,18 @@ class RolloutManager:
             if not trajs:
                 self.stats.empty_groups.append(index)
                 return
-            await asyncio.to_thread(self.store.put, index, trajs)
-            await self.buffer.put(Group(index, trajs))
+            group = Group(index, trajs)
+            # Once its file is being written, the group must reach the buffer even if the run
+            # stops now (the thread finishes the write regardless of a cancel): a stored group
+            # that no checkpoint accounts for would be lost at resume.
+            write = asyncio.ensure_future(asyncio.to_thread(self.store.put, index, trajs))
+            try:
+                await asyncio.shield(write)
+                await self.buffer.put(group)  # no await after its append: cancelled means not queued
+            except asyncio.CancelledError:
+                await write
+                self.buffer.put_nowait(group)  # past capacity once, at shutdown only
+                raise
             self.stats.groups_done += 1
         except asyncio.CancelledError:
             raise
