@@ -408,7 +408,18 @@ def _type_lines(text: str, delay_ms: int) -> list[str]:
         elif chunk == "\t":
             lines.append(_xdo("key", "Tab"))
         elif chunk:
-            lines.append(_xdo("type", "--delay", delay_ms, "--", chunk))
+            # A character outside the keymap makes xdotool remap a spare keycode first; an app
+            # that has not yet seen the new mapping drops the key ('héllo' came out 'hllo' under
+            # load). Such characters go one at a time, with time for the mapping to land.
+            for run in re.findall(r"[\x00-\x7f]+|[^\x00-\x7f]", chunk):
+                if run.isascii():
+                    lines.append(_xdo("type", "--delay", delay_ms, "--", run))
+                else:
+                    lines += [
+                        "sleep 0.05",
+                        _xdo("type", "--delay", max(delay_ms, 50), "--", run),
+                        "sleep 0.05",
+                    ]
     return lines
 
 
