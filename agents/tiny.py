@@ -20,6 +20,7 @@ directory when it is already there.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -102,12 +103,29 @@ class TinyModelConfig(BaseModel):
     seed: int = 0
 
     def digest(self) -> str:
-        payload = self.model_dump() | {"build": BUILD_VERSION, "template": CHAT_TEMPLATE}
+        """The cache key: the config, the build and the domain text itself (a suite whose
+        language changes gets a tokenizer that has read the new text, not a stale cached one)."""
+        payload = self.model_dump() | {
+            "build": BUILD_VERSION,
+            "template": CHAT_TEMPLATE,
+            "domain_text_sha": _domain_text_sha(self.domain_text),
+        }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("ARBORL_CACHE", Path.home() / ".cache" / "arborl")) / "models"
+
+
+@functools.lru_cache(maxsize=8)
+def _domain_text_sha(specs: tuple[str, ...]) -> str:
+    from arborl.tasks.suites import resolve
+
+    h = hashlib.sha256()
+    for spec in specs:
+        for line in resolve(spec)():
+            h.update(line.encode() + b"\n")
+    return h.hexdigest()
 
 
 def _corpus(limit: int, seed: int, domain_text: Sequence[str] = ()) -> Iterator[str]:

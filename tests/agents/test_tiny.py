@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import arborl.agents.tiny as tiny
 from arborl.agents.tiny import (
     MARKUP_TOKENS,
     SPECIAL_TOKENS,
@@ -116,3 +119,22 @@ def test_build_is_cached_by_config(tiny_model, tmp_path):
     assert small.digest() != TinyModelConfig().digest()
     path = ensure_tiny_model(tmp_path / "m", small)
     assert len(AutoTokenizer.from_pretrained(path)) == 600
+
+
+def domain_v1():
+    return ["What is the capital of Veloria?"]
+
+
+def domain_v2():
+    return ["What is the capital of Dastan?"]
+
+
+def test_the_cache_key_follows_the_domain_text_not_just_its_name(monkeypatch):
+    """A suite whose language changed must not reuse a tokenizer trained on the old text."""
+    here = f"{__name__}:domain_v1"
+    before = TinyModelConfig(domain_text=(here,)).digest()
+    assert before == TinyModelConfig(domain_text=(here,)).digest()
+    tiny._domain_text_sha.cache_clear()
+    monkeypatch.setattr(sys.modules[__name__], "domain_v1", domain_v2)
+    assert TinyModelConfig(domain_text=(here,)).digest() != before
+    tiny._domain_text_sha.cache_clear()
