@@ -21,8 +21,8 @@ import time
 
 import httpx
 import pytest
-import torch
 from arborl_require import unavailable
+from engine_checks import assert_same_samples, assert_scored
 from test_engines_hf import PROMPTS, new_policy
 from transformers import AutoTokenizer
 
@@ -36,7 +36,6 @@ from arborl.agents.engines import (
 )
 
 pytestmark = pytest.mark.slow
-ATOL = 1e-5
 SERVED = "tiny"
 
 
@@ -107,33 +106,12 @@ async def engine(server):
     await engine.close()
 
 
-def assert_scored(hf, prompt, gen, sampling):
-    expected = hf.score(prompt, gen.token_ids, sampling.temperature, sampling.top_k, sampling.top_p)
-    torch.testing.assert_close(torch.tensor(gen.logprobs, dtype=torch.float64), expected, rtol=0, atol=ATOL)
-
-
 async def test_server_returns_ids_and_logprobs_that_match_transformers_scoring(engine, hf, tiny_model):
     tok = AutoTokenizer.from_pretrained(tiny_model)
     text = "def answer():\n    return 42\n"
     spelled = [i for ch in text for i in tok.encode(ch, add_special_tokens=False)]  # same text, other ids
     assert spelled != tok.encode(text, add_special_tokens=False)
-    prompts = [*PROMPTS, spelled]
-    greedy = SamplingParams(temperature=0, max_new_tokens=16, ignore_eos=True)
-    sampled = SamplingParams(
-        temperature=0.8, top_k=50, top_p=0.9, max_new_tokens=16, n=2, seed=5, ignore_eos=True
-    )
-    for sampling in (greedy, sampled):
-        out = await engine.generate(prompts, sampling)
-        ref = await hf.generate(prompts, sampling)
-        assert [(g.prompt_index, g.sample_index) for g in out] == [
-            (g.prompt_index, g.sample_index) for g in ref
-        ]
-        for g, h in zip(out, ref, strict=True):
-            assert g.finish_reason == "length" and len(g.token_ids) == 16
-            # Scored after the ids we sent: a server that re-tokenized the spelled-out prompt
-            # (or decoded and re-encoded the response) would not match.
-            assert_scored(hf, prompts[g.prompt_index], g, sampling)
-            assert g.token_ids == h.token_ids  # greedy: same argmax; seeded: same exponential race
+    await assert_same_samples(engine, hf, [*PROMPTS, spelled], seed=5)
 
 
 async def test_server_weight_reload_takes_effect(engine, hf, tiny_model):

@@ -17,6 +17,7 @@ import pytest
 import torch
 from arborl_require import unavailable
 from countdown import Countdown
+from engine_checks import ATOL, assert_same_samples, assert_scored
 from test_agent import Recording, agent_for
 from test_engines_hf import PROMPTS, new_policy
 from transformers import AutoTokenizer
@@ -26,7 +27,6 @@ from arborl.agents.engines import EngineError, HFEngineConfig, SamplingParams, V
 from arborl.tasks import CodeTask, ToolTask
 
 pytestmark = pytest.mark.slow
-ATOL = 1e-5
 MAX_MODEL_LEN = 1024
 
 
@@ -64,29 +64,8 @@ def tok(tiny_model):
     return AutoTokenizer.from_pretrained(tiny_model)
 
 
-def assert_scored(hf, prompt, gen, sampling):
-    expected = hf.score(prompt, gen.token_ids, sampling.temperature, sampling.top_k, sampling.top_p)
-    torch.testing.assert_close(torch.tensor(gen.logprobs, dtype=torch.float64), expected, rtol=0, atol=ATOL)
-
-
 async def test_vllm_token_ids_and_logprobs_match_transformers_scoring(vllm_engine, hf):
-    greedy = SamplingParams(temperature=0, max_new_tokens=16, ignore_eos=True)
-    sampled = SamplingParams(
-        temperature=0.8, top_k=50, top_p=0.9, max_new_tokens=16, n=2, seed=7, ignore_eos=True
-    )
-    for sampling in (greedy, sampled):
-        out = await vllm_engine.generate(PROMPTS, sampling)
-        ref = await hf.generate(PROMPTS, sampling)
-        assert [(g.prompt_index, g.sample_index) for g in out] == [
-            (g.prompt_index, g.sample_index) for g in ref
-        ]
-        for g, h in zip(out, ref, strict=True):
-            assert g.finish_reason == "length" and len(g.token_ids) == 16
-            assert g.num_prompt_tokens == len(PROMPTS[g.prompt_index])
-            assert_scored(hf, PROMPTS[g.prompt_index], g, sampling)
-            # Greedy: the same argmax. Seeded: both draw the exponential race from a generator
-            # seeded with seed + sample index, so they sample the very same tokens.
-            assert g.token_ids == h.token_ids
+    await assert_same_samples(vllm_engine, hf, PROMPTS, seed=7)
 
 
 async def test_vllm_stop_ids_and_concurrent_calls(vllm_engine, hf):
