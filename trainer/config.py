@@ -32,6 +32,10 @@ class TasksConfig(_Strict):
         "arborl.tasks.tool_mini:generate_tool_tasks",
         description="training tasks: 'module:function' called as f(n, seed), or 'suite:<name>'",
     )
+    train_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="keyword arguments for the generator, e.g. {train_world: 1.0} for tool-mini",
+    )
     train_size: int = Field(20000, ge=1, description="tasks drawn from the generator (cycled)")
     eval_suite: str = Field("tool-mini", description="held-out suite for success-rate evaluation")
     eval_size: int = Field(64, ge=1, description="tasks of it evaluated (the first N)")

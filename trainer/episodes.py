@@ -19,13 +19,17 @@ from arborl.tasks import get_suite
 from arborl.tasks.suites import resolve
 
 
-def task_stream(spec: str, size: int, seed: int) -> Callable[[int], Any]:
-    """Index → task: ``spec`` is ``'module:function'`` (called as ``f(size, seed)``) or
-    ``'suite:<name>'``. The list is cycled, reshuffled each pass with a seeded RNG."""
+def task_stream(
+    spec: str, size: int, seed: int, options: dict[str, Any] | None = None
+) -> Callable[[int], Any]:
+    """Index → task: ``spec`` is ``'module:function'`` (called as ``f(size, seed, **options)``)
+    or ``'suite:<name>'``. The list is cycled, reshuffled each pass with a seeded RNG."""
     if spec.startswith("suite:"):
+        if options:
+            raise ValueError(f"options {sorted(options)} are for a generator; {spec} is a fixed suite")
         tasks = get_suite(spec.removeprefix("suite:")).tasks()
     else:
-        tasks = list(resolve(spec)(size, seed))
+        tasks = list(resolve(spec)(size, seed, **(options or {})))
     if not tasks:
         raise ValueError(f"{spec} gave no tasks")
     orders: dict[int, list[int]] = {}

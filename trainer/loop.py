@@ -119,7 +119,9 @@ class Trainer:
         self.metrics = MetricsLogger(self.dir, wandb=cfg.run.wandb, config=cfg.model_dump(by_alias=True))
         self.store = TrajectoryStore(self.dir / "trajectories")
         # The task stream first: importing its module may register the suites used below.
-        self.task_at = task_stream(cfg.tasks.train, cfg.tasks.train_size, cfg.tasks.seed)
+        self.task_at = task_stream(
+            cfg.tasks.train, cfg.tasks.train_size, cfg.tasks.seed, cfg.tasks.train_options
+        )
         suite = get_suite(cfg.tasks.eval_suite)
         self.suite = suite
         env_id = cfg.rollout.env_id or suite.env_id
