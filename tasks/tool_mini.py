@@ -37,11 +37,15 @@ from typing import Any
 from .spec import Document, ToolDecl, ToolTask
 
 CORPUS_PATH = Path(__file__).with_name("data") / "tool-mini" / "corpus.jsonl"
+TRAIN_CORPUS_PATH = CORPUS_PATH.with_name("train-corpus.jsonl")
 KINDS = ("arith", "lookup", "multi")
 EVAL_SIZE_PER_KIND = 40
 _EVAL_SEED = "tool-mini-eval-v1"
 _CORPUS_SEED = "tool-mini-corpus-v1"
+_TRAIN_CORPUS_SEED = "tool-mini-train-corpus-v1"
 N_COUNTRIES = 40
+N_TRAIN_COUNTRIES = 500
+WORLDS = ("eval", "train")
 
 SYSTEM_PROMPT = (
     "Answer the question. Use calculator for arithmetic and search for facts. "
@@ -147,10 +151,29 @@ def _word(rng: random.Random, syllables: int) -> str:
     return "".join(parts).capitalize()
 
 
-def build_facts(n: int = N_COUNTRIES) -> dict[str, dict[str, Any]]:
-    """Country → its facts (deterministic: the corpus is always the same)."""
-    rng = random.Random(_CORPUS_SEED)
-    used: set[str] = set()
+def build_facts(world: str = "eval") -> dict[str, dict[str, Any]]:
+    """Country → its facts, for one of two worlds (deterministic: always the same).
+
+    - ``"eval"``: the 40 countries of the shipped corpus, which the evaluation asks about.
+    - ``"train"``: 500 other countries whose every name (country, capital, currency) differs
+      from the eval world's. Most training tasks ask about them, so a model cannot pass by
+      memorising which query goes with which question: it has to copy the name it is given,
+      which is what carries over to the held-out questions.
+    """
+    return {c: dict(fs) for c, fs in _facts(world).items()}
+
+
+@functools.lru_cache(maxsize=len(WORLDS))
+def _facts(world: str) -> dict[str, dict[str, Any]]:
+    if world == "eval":
+        n, seed, used = N_COUNTRIES, _CORPUS_SEED, set()
+    elif world == "train":
+        eval_facts = _facts("eval")
+        used = {str(v).casefold() for c, fs in eval_facts.items() for v in (c, fs["capital"], fs["currency"])}
+        n, seed = N_TRAIN_COUNTRIES, _TRAIN_CORPUS_SEED
+    else:
+        raise ValueError(f"unknown tool-mini world {world!r}; worlds: {', '.join(WORLDS)}")
+    rng = random.Random(seed)
 
     def fresh(syllables: int) -> str:
         while True:
@@ -178,18 +201,24 @@ def _sentence(country: str, attribute: str, value: Any) -> str:
     return f"The {attribute} of {country} is {value}."
 
 
-def build_corpus() -> list[Document]:
+def build_corpus(world: str = "eval") -> list[Document]:
     """One document per (country, attribute) fact, titled '<country> <attribute>'."""
     return [
         Document(id=f"{c.lower()}-{a}", title=f"{c} {a}", text=_sentence(c, a, v))
-        for c, fs in build_facts().items()
+        for c, fs in _facts(world).items()
         for a, v in fs.items()
     ]
 
 
-def write_corpus(path: Path = CORPUS_PATH) -> Path:
+def corpus_path(world: str = "eval") -> Path:
+    return {"eval": CORPUS_PATH, "train": TRAIN_CORPUS_PATH}[world]
+
+
+def write_corpus(world: str = "eval", path: Path | None = None) -> Path:
+    """Write a world's corpus (the shipped files are made by this; a test checks them)."""
+    path = path or corpus_path(world)
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(d.model_dump(), ensure_ascii=False) for d in build_corpus()]
+    lines = [json.dumps(d.model_dump(), ensure_ascii=False) for d in build_corpus(world)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -259,7 +288,7 @@ def _problem(kind: str, rng: random.Random, facts: dict[str, dict[str, Any]]) ->
     raise ValueError(f"unknown tool-mini kind {kind!r}; kinds: {', '.join(KINDS)}")
 
 
-def _task(task_id: str, kind: str, p: dict[str, Any]) -> ToolTask:
+def _task(task_id: str, kind: str, p: dict[str, Any], world: str = "eval") -> ToolTask:
     numeric = isinstance(p["answer"], int)
     return ToolTask(
         id=task_id,
@@ -269,8 +298,13 @@ def _task(task_id: str, kind: str, p: dict[str, Any]) -> ToolTask:
         builtin_tools=("search",),
         answer=p["answer"],
         verifier="numeric" if numeric else "exact",
-        corpus_path=str(CORPUS_PATH),
-        metadata={"suite": "tool-mini", "kind": kind, "plan": {"searches": p["searches"], "expr": p["expr"]}},
+        corpus_path=str(corpus_path(world)),
+        metadata={
+            "suite": "tool-mini",
+            "kind": kind,
+            "world": world,
+            "plan": {"searches": p["searches"], "expr": p["expr"]},
+        },
     )
 
 
@@ -285,7 +319,7 @@ def _check_kinds(kinds: Sequence[str]) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=1)
 def _eval_problems() -> tuple[tuple[str, dict[str, Any]], ...]:
     rng = random.Random(_EVAL_SEED)
-    facts = build_facts()
+    facts = _facts("eval")
     seen: set[str] = set()
     out: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
     for kind in KINDS:
@@ -313,22 +347,32 @@ def load_suite() -> list[ToolTask]:
     return tasks
 
 
-def generate_tool_tasks(n: int, seed: int = 0, kinds: Sequence[str] = KINDS) -> list[ToolTask]:
+def generate_tool_tasks(
+    n: int, seed: int = 0, kinds: Sequence[str] = KINDS, train_world: float = 0.0
+) -> list[ToolTask]:
     """`n` training tasks (kinds in rotation), reproducible by `seed`, none of them an
-    evaluation question. Questions may repeat across a long stream (the lookup space is
-    finite); ids are unique."""
+    evaluation question. A `train_world` fraction asks about the training world's 500
+    countries (searched in their own corpus), the rest about the eval world's (questions
+    the evaluation does not ask). Questions may repeat across a long stream; ids are unique.
+
+    `train_world` is 0 by default: the same warm start reached 39 % held-out success after
+    750 steps on the eval world alone and 8 % with 0.75 (the model must then learn to copy
+    any name before it can use one; see docs/trainer.md)."""
     if n < 0:
         raise ValueError("n must be >= 0")
+    if not 0.0 <= train_world <= 1.0:
+        raise ValueError(f"train_world is a fraction in [0, 1], got {train_world}")
     kinds = _check_kinds(kinds)
     rng = random.Random(f"tool-mini-train:{seed}")
-    facts, held_out = build_facts(), eval_questions()
+    held_out = eval_questions()
     tasks: list[ToolTask] = []
     while len(tasks) < n:
         kind = kinds[len(tasks) % len(kinds)]
-        p = _problem(kind, rng, facts)
+        world = "train" if rng.random() < train_world else "eval"
+        p = _problem(kind, rng, _facts(world))
         if p["question"] in held_out:
             continue
-        tasks.append(_task(f"tool-train/s{seed}-{len(tasks):06d}", kind, p))
+        tasks.append(_task(f"tool-train/s{seed}-{len(tasks):06d}", kind, p, world))
     return tasks
 
 
@@ -371,9 +415,13 @@ def tokenizer_text(n: int = 3000) -> list[str]:
     system prompt, and questions and tool calls of the *training* stream (never the
     evaluation questions). A tokenizer that has seen it spends one or two tokens on
     "population" or a country's name instead of four or five, which makes episodes shorter and
-    names easier for a tiny model to copy."""
+    names easier for a tiny model to copy (held-out look-ups: 0 % after a warm start with a
+    tokenizer that had read only the 40 evaluated countries, 33 % with this one)."""
     lines = [SYSTEM_PROMPT, *(doc.text for doc in build_corpus())]
-    for task in generate_tool_tasks(n, seed=10_007):
+    # Questions about both worlds: with 500 countries' names in its corpus, BPE spends merges
+    # on syllables rather than on the 40 evaluated names, so a name is a few pieces a model
+    # can copy one by one rather than one token it must have memorised.
+    for task in generate_tool_tasks(n, seed=10_007, train_world=0.75):
         plan = task.metadata["plan"]
         lines.append(task.question)
         lines += [tool_call("search", {"query": q, "k": 1}) for q in plan.get("searches") or []]

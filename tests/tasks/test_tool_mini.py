@@ -80,17 +80,47 @@ def test_training_stream_is_reproducible_and_never_holds_an_evaluation_question(
         tm.generate_tool_tasks(5, kinds=["poetry"])
 
 
-def test_the_shipped_corpus_is_what_the_generator_makes_and_search_finds_each_fact_first():
-    shipped = load_corpus(tm.CORPUS_PATH)
-    assert shipped == tuple(tm.build_corpus()) and len(shipped) == 5 * tm.N_COUNTRIES
+@pytest.mark.parametrize("world", tm.WORLDS)
+def test_the_shipped_corpora_are_what_the_generator_makes_and_search_finds_each_fact_first(world):
+    shipped = load_corpus(tm.corpus_path(world))
+    assert shipped == tuple(tm.build_corpus(world))
+    assert len(shipped) == 5 * {"eval": tm.N_COUNTRIES, "train": tm.N_TRAIN_COUNTRIES}[world]
     index = BM25(shipped)
-    facts = tm.build_facts()
-    for task in [*get_suite("tool-mini").tasks(), *tm.generate_tool_tasks(300, seed=2)]:
+    facts = tm.build_facts(world)
+    tasks = [t for t in tm.generate_tool_tasks(300, seed=2, train_world=0.5) if t.metadata["world"] == world]
+    if world == "eval":
+        tasks += get_suite("tool-mini").tasks()
+    assert len(tasks) > 50
+    for task in tasks:
+        assert task.corpus_path == str(tm.corpus_path(world))
         for query in task.metadata["plan"]["searches"]:
             country, attribute = query.split()
             (_, top), *_ = index.search(query, 1)
             assert top.id == f"{country.lower()}-{attribute}"
             assert tm.read_fact(top.text) == str(facts[country][attribute])
+
+
+def test_the_training_world_shares_no_name_with_the_evaluated_one():
+    def names(world):
+        return {
+            str(v).casefold()
+            for c, fs in tm.build_facts(world).items()
+            for v in (c, fs["capital"], fs["currency"])
+        }
+
+    evaluated, training = names("eval"), names("train")
+    assert len(evaluated) == 3 * tm.N_COUNTRIES and len(training) == 3 * tm.N_TRAIN_COUNTRIES
+    assert not evaluated & training
+    assert {t.metadata["world"] for t in tm.generate_tool_tasks(100, seed=4)} == {"eval"}  # the default
+    stream = tm.generate_tool_tasks(2000, seed=4, train_world=0.75)
+    share = sum(t.metadata["world"] == "train" for t in stream) / len(stream)
+    assert 0.7 < share < 0.8
+    assert {t.metadata["world"] for t in tm.generate_tool_tasks(100, seed=4, train_world=0.0)} == {"eval"}
+    assert {t.metadata["world"] for t in tm.generate_tool_tasks(100, seed=4, train_world=1.0)} == {"train"}
+    with pytest.raises(ValueError, match="train_world"):
+        tm.generate_tool_tasks(5, train_world=1.5)
+    with pytest.raises(ValueError, match="world"):
+        tm.build_facts("moon")
 
 
 @pytest.fixture(scope="module")

@@ -28,3 +28,10 @@ def test_generator_options_reach_the_generator():
         task_stream("suite:tool-mini", 5, seed=0, options={"train_world": 1.0})
     cfg = TrainConfig.model_validate({"tasks": {"train_options": {"train_world": 0.5}}})
     assert cfg.tasks.train_options == {"train_world": 0.5}
+
+
+def test_the_command_line_adds_generator_options():
+    from arborl.cli.config import load_config, section
+
+    cfg = load_config(["+tasks.train_options.train_world=0.0"], "train")
+    assert TrainConfig.model_validate({"tasks": section(cfg, "tasks")}).tasks.train_options == {"train_world": 0.0}
