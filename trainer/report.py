@@ -3,8 +3,8 @@
     arborl report runs/train                       # -> runs/train/report.png, report.html
     arborl report runs/async runs/sync --out cmp   # curves overlaid (a benchmark's comparison)
 
-Panels: held-out success rate over wall time (warm start and RL evaluations), rollout
-reward per RL step, and the warm start's NLL. Only the continued lineage of a resumed run
+Panels: held-out success rate over wall time (warm start and RL evaluations) and over RL
+steps, rollout reward per RL step, and the warm start's NLL (each where a run has it). Only the continued lineage of a resumed run
 is drawn (events rolled back by a resume are left out).
 """
 
@@ -46,29 +46,36 @@ def _eval_curve(events: list[dict[str, Any]]) -> tuple[list[float], list[float]]
 
 
 def plot_runs(run_dirs: Sequence[str | Path], out_png: Path, labels: Sequence[str] | None = None) -> Path:
+    """One panel per curve that any of the runs has: held-out success over minutes and over
+    RL steps (runs compared at the same number of samples), rollout reward, warm-start NLL."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     labels = list(labels or [Path(d).name for d in run_dirs])
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    panels: list[tuple[str, str, bool, list[tuple[str, list[float], list[float]]]]] = [
+        ("held-out success (%)", "minutes", True, []),
+        ("held-out success (%)", "RL step", True, []),
+        ("rollout reward", "RL step", False, []),
+        ("warm start NLL", "SFT step", False, []),
+    ]
     for run, label in zip(run_dirs, labels, strict=True):
         events = read_metrics(run)
         x, y = _eval_curve(events)
-        axes[0].plot(x, [v * 100 for v in y], marker="o", label=label)
-        x, y = _series(events, "rl", "rollout/reward")
-        axes[1].plot(x, y, label=label)
-        x, y = _series(events, "sft", "sft/nll")
-        axes[2].plot(x, y, label=label)
-    for ax, title, xl in zip(
-        axes,
-        ("held-out success (%)", "rollout reward", "warm start NLL"),
-        ("minutes", "RL step", "SFT step"),
-        strict=True,
-    ):
+        panels[0][3].append((label, x, [v * 100 for v in y]))
+        x, y = _series(events, "eval-rl", "success")
+        panels[1][3].append((label, x, [v * 100 for v in y]))
+        panels[2][3].append((label, *_series(events, "rl", "rollout/reward")))
+        panels[3][3].append((label, *_series(events, "sft", "sft/nll")))
+    # A panel no run has data for is left out (e.g. the NLL of runs without a warm start).
+    panels = [p for i, p in enumerate(panels) if i == 0 or any(xs for _, xs, _ in p[3])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for ax, (title, xlabel, markers, curves) in zip(axes[0], panels, strict=True):
+        for label, xs, ys in curves:
+            ax.plot(xs, ys, marker="o" if markers else None, label=label)
         ax.set_title(title)
-        ax.set_xlabel(xl)
+        ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend()

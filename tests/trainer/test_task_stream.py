@@ -34,4 +34,6 @@ def test_the_command_line_adds_generator_options():
     from arborl.cli.config import load_config, section
 
     cfg = load_config(["+tasks.train_options.train_world=0.0"], "train")
-    assert TrainConfig.model_validate({"tasks": section(cfg, "tasks")}).tasks.train_options == {"train_world": 0.0}
+    assert TrainConfig.model_validate({"tasks": section(cfg, "tasks")}).tasks.train_options == {
+        "train_world": 0.0
+    }
