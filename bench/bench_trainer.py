@@ -114,7 +114,12 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.3, help="median tool latency (s)")
     ap.add_argument("--staleness", type=int, default=2)
     ap.add_argument("--sft-steps", type=int, default=300)
-    ap.add_argument("--init", default=None, help="start every mode from this model directory (no warm start)")
+    ap.add_argument(
+        "--init",
+        default=None,
+        help="start every mode from this model, checkpoint or run directory (no warm start)",
+    )
+    ap.add_argument("--init-note", default=None, help="how the report describes --init (default: its path)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--tasks", default="arborl.tasks.tool_mini:generate_tool_tasks")
     ap.add_argument("--suite", default="tool-mini")
@@ -171,7 +176,7 @@ def main() -> None:
 
 `python bench/bench_trainer.py{" --quick" if args.quick else ""}` on {platform.node()} ({os.cpu_count()} cores), \
 {time.strftime("%Y-%m-%d %H:%M")}. Tiny model (hidden 128, 4 layers) \
-{f"starting from {args.init}" if args.init else f"warm-started once for {args.sft_steps} steps"}, then {args.steps} RL steps × 4 groups × 8 episodes in each mode on \
+{f"starting from {args.init_note or args.init}" if args.init else f"warm-started once for {args.sft_steps} steps"}, then {args.steps} RL steps × 4 groups × 8 episodes in each mode on \
 `{args.tasks}` with a lognormal tool latency per step (median {args.latency} s, σ = 1, cap 8 s). \
 RL time is the sum of waiting for batches and training (evaluations excluded).
 
