@@ -156,9 +156,10 @@ def build_facts(world: str = "eval") -> dict[str, dict[str, Any]]:
 
     - ``"eval"``: the 40 countries of the shipped corpus, which the evaluation asks about.
     - ``"train"``: 500 other countries whose every name (country, capital, currency) differs
-      from the eval world's. Most training tasks ask about them, so a model cannot pass by
-      memorising which query goes with which question: it has to copy the name it is given,
-      which is what carries over to the held-out questions.
+      from the eval world's, with their own corpus. The tokenizer reads their names (see
+      `tokenizer_text`), and training tasks may ask about them (`generate_tool_tasks`'
+      `train_world`): a model that cannot lean on 40 familiar names has to copy the name it
+      is given.
     """
     return {c: dict(fs) for c, fs in _facts(world).items()}
 
@@ -412,11 +413,13 @@ def empty_policy(task: ToolTask) -> Callable[[list[dict[str, Any]], dict[str, An
 
 def tokenizer_text(n: int = 3000) -> list[str]:
     """The suite's language for a locally trained tokenizer (`agents.tiny`): the corpus, the
-    system prompt, and questions and tool calls of the *training* stream (never the
-    evaluation questions). A tokenizer that has seen it spends one or two tokens on
-    "population" or a country's name instead of four or five, which makes episodes shorter and
-    names easier for a tiny model to copy (held-out look-ups: 0 % after a warm start with a
-    tokenizer that had read only the 40 evaluated countries, 33 % with this one)."""
+    system prompt, and questions and tool calls of a training stream over both worlds (never
+    the evaluation questions). A tokenizer that has seen it spends one token on "population"
+    or "capital", while a name, with hundreds of countries, capitals and currencies to
+    cover, is a few syllable pieces (`V·el·or·ia`) that a tiny model can copy one by one,
+    not one token it must have memorised. (Held-out look-ups: 33 % after the default warm
+    start; 0 % in earlier warm starts whose tokenizer had read only the 40 evaluated
+    countries, other settings differing; docs/trainer.md.)"""
     lines = [SYSTEM_PROMPT, *(doc.text for doc in build_corpus())]
     # Questions about both worlds: with 500 countries' names in its corpus, BPE spends merges
     # on syllables rather than on the 40 evaluated names, so a name is a few pieces a model

@@ -30,7 +30,8 @@ class ModelConfig(_Strict):
 class TasksConfig(_Strict):
     train: str = Field(
         "arborl.tasks.tool_mini:generate_tool_tasks",
-        description="training tasks: 'module:function' called as f(n, seed), or 'suite:<name>'",
+        description="training tasks: 'module:function' called as f(n, seed, **train_options), "
+        "or 'suite:<name>'",
     )
     train_options: dict[str, Any] = Field(
         default_factory=dict,

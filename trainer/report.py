@@ -4,8 +4,9 @@
     arborl report runs/async runs/sync --out cmp   # curves overlaid (a benchmark's comparison)
 
 Panels: held-out success rate over wall time (warm start and RL evaluations) and over RL
-steps, rollout reward per RL step, and the warm start's NLL (each where a run has it). Only the continued lineage of a resumed run
-is drawn (events rolled back by a resume are left out).
+steps, rollout reward per RL step, and the warm start's NLL (each where a run has it). Only
+the continued lineage of a resumed run is drawn (events rolled back by a resume are left
+out).
 """
 
 from __future__ import annotations
