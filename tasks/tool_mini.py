@@ -164,16 +164,20 @@ def build_facts(world: str = "eval") -> dict[str, dict[str, Any]]:
     return {c: dict(fs) for c, fs in _facts(world).items()}
 
 
+def _check_world(world: str) -> str:
+    if world not in WORLDS:
+        raise ValueError(f"unknown tool-mini world {world!r}; worlds: {', '.join(WORLDS)}")
+    return world
+
+
 @functools.lru_cache(maxsize=len(WORLDS))
 def _facts(world: str) -> dict[str, dict[str, Any]]:
-    if world == "eval":
+    if _check_world(world) == "eval":
         n, seed, used = N_COUNTRIES, _CORPUS_SEED, set()
-    elif world == "train":
+    else:
         eval_facts = _facts("eval")
         used = {str(v).casefold() for c, fs in eval_facts.items() for v in (c, fs["capital"], fs["currency"])}
         n, seed = N_TRAIN_COUNTRIES, _TRAIN_CORPUS_SEED
-    else:
-        raise ValueError(f"unknown tool-mini world {world!r}; worlds: {', '.join(WORLDS)}")
     rng = random.Random(seed)
 
     def fresh(syllables: int) -> str:
@@ -212,7 +216,7 @@ def build_corpus(world: str = "eval") -> list[Document]:
 
 
 def corpus_path(world: str = "eval") -> Path:
-    return {"eval": CORPUS_PATH, "train": TRAIN_CORPUS_PATH}[world]
+    return CORPUS_PATH if _check_world(world) == "eval" else TRAIN_CORPUS_PATH
 
 
 def write_corpus(world: str = "eval", path: Path | None = None) -> Path:

@@ -121,6 +121,8 @@ def test_the_training_world_shares_no_name_with_the_evaluated_one():
         tm.generate_tool_tasks(5, train_world=1.5)
     with pytest.raises(ValueError, match="world"):
         tm.build_facts("moon")
+    with pytest.raises(ValueError, match="world"):
+        tm.corpus_path("moon")
 
 
 @pytest.fixture(scope="module")
