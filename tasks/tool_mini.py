@@ -293,7 +293,37 @@ def _problem(kind: str, rng: random.Random, facts: dict[str, dict[str, Any]]) ->
     raise ValueError(f"unknown tool-mini kind {kind!r}; kinds: {', '.join(KINDS)}")
 
 
-def _task(task_id: str, kind: str, p: dict[str, Any], world: str = "eval") -> ToolTask:
+def _counterfactual_facts(rng: random.Random) -> dict[str, dict[str, Any]]:
+    """The eval world's countries with every fact drawn afresh (one task's world)."""
+    return {
+        c: {
+            "capital": _word(rng, 2),
+            "currency": _word(rng, 2),
+            "population": rng.randint(100, 999),
+            "area": rng.randint(100, 999),
+            "founded": rng.randint(1000, 1899),
+        }
+        for c in _facts("eval")
+    }
+
+
+def _task_corpus(
+    p: dict[str, Any], facts: dict[str, dict[str, Any]], rng: random.Random
+) -> tuple[Document, ...]:
+    """A counterfactual task's own corpus: every fact of the countries it asks about, plus
+    every fact of two others, so that search still has to pick the right document."""
+    asked = {q.split()[0] for q in p["searches"]}
+    others = rng.sample(sorted(set(facts) - asked), 2)
+    return tuple(
+        Document(id=f"{c.lower()}-{a}", title=f"{c} {a}", text=_sentence(c, a, v))
+        for c in sorted(asked) + others
+        for a, v in facts[c].items()
+    )
+
+
+def _task(
+    task_id: str, kind: str, p: dict[str, Any], world: str = "eval", corpus: tuple[Document, ...] = ()
+) -> ToolTask:
     numeric = isinstance(p["answer"], int)
     return ToolTask(
         id=task_id,
@@ -303,7 +333,8 @@ def _task(task_id: str, kind: str, p: dict[str, Any], world: str = "eval") -> To
         builtin_tools=("search",),
         answer=p["answer"],
         verifier="numeric" if numeric else "exact",
-        corpus_path=str(corpus_path(world)),
+        corpus=corpus,
+        corpus_path=None if corpus else str(corpus_path(world)),
         metadata={
             "suite": "tool-mini",
             "kind": kind,
@@ -353,28 +384,47 @@ def load_suite() -> list[ToolTask]:
 
 
 def generate_tool_tasks(
-    n: int, seed: int = 0, kinds: Sequence[str] = KINDS, train_world: float = 0.0
+    n: int, seed: int = 0, kinds: Sequence[str] = KINDS, train_world: float = 0.0, counterfactual: float = 0.0
 ) -> list[ToolTask]:
     """`n` training tasks (kinds in rotation), reproducible by `seed`, none of them an
     evaluation question. A `train_world` fraction asks about the training world's 500
     countries (searched in their own corpus), the rest about the eval world's (questions
-    the evaluation does not ask). Questions may repeat across a long stream; ids are unique.
+    the evaluation does not ask). A `counterfactual` fraction of the look-up and two-step
+    questions asks about the evaluated countries in a world made up for that task alone:
+    every fact drawn afresh, searched in the task's own small corpus (counterfactual data
+    augmentation: an answer can only come from the tool result, never from memory).
+    Questions may repeat across a long stream; ids are unique.
 
     `train_world` is 0 by default: the same warm start reached 39 % held-out success after
     750 steps on the eval world alone and 8 % with 0.75 (the model must then learn to copy
     any name before it can use one; see docs/trainer.md)."""
     if n < 0:
         raise ValueError("n must be >= 0")
-    if not 0.0 <= train_world <= 1.0:
-        raise ValueError(f"train_world is a fraction in [0, 1], got {train_world}")
+    for name, frac in (("train_world", train_world), ("counterfactual", counterfactual)):
+        if not 0.0 <= frac <= 1.0:
+            raise ValueError(f"{name} is a fraction in [0, 1], got {frac}")
+    if train_world + counterfactual > 1.0:
+        raise ValueError(f"train_world + counterfactual is at most 1, got {train_world + counterfactual}")
     kinds = _check_kinds(kinds)
     rng = random.Random(f"tool-mini-train:{seed}")
     held_out = eval_questions()
     tasks: list[ToolTask] = []
     while len(tasks) < n:
         kind = kinds[len(tasks) % len(kinds)]
-        world = "train" if rng.random() < train_world else "eval"
-        p = _problem(kind, rng, _facts(world))
+        u = rng.random()
+        if u < counterfactual:
+            facts = _counterfactual_facts(rng)
+            p = _problem(kind, rng, facts)
+            if p["question"] in held_out:
+                continue
+            if p["searches"]:  # (arithmetic has no facts to make up)
+                corpus = _task_corpus(p, facts, rng)
+                tasks.append(_task(f"tool-train/s{seed}-{len(tasks):06d}", kind, p, "counterfactual", corpus))
+                continue
+            world = "eval"
+        else:
+            world = "train" if u < counterfactual + train_world else "eval"
+            p = _problem(kind, rng, _facts(world))
         if p["question"] in held_out:
             continue
         tasks.append(_task(f"tool-train/s{seed}-{len(tasks):06d}", kind, p, world))

@@ -125,9 +125,44 @@ def test_the_training_world_shares_no_name_with_the_evaluated_one():
         tm.corpus_path("moon")
 
 
+def test_counterfactual_tasks_carry_their_own_made_up_facts_and_search_finds_them():
+    facts = tm.build_facts("eval")
+    stream = tm.generate_tool_tasks(600, seed=6, counterfactual=0.5)
+    made_up = [t for t in stream if t.metadata["world"] == "counterfactual"]
+    # arithmetic has no facts: it stays in the eval world
+    assert {t.metadata["kind"] for t in made_up} == {"lookup", "multi"}
+    assert 0.4 < len(made_up) / sum(t.metadata["kind"] != "arith" for t in stream) < 0.6
+    assert not {t.question for t in stream} & tm.eval_questions()
+    differs = 0
+    for task in made_up:
+        assert task.corpus_path is None and len(task.corpus) == 5 * (
+            2 + len(set(task.metadata["plan"]["searches"]))
+        )
+        index = BM25(task.corpus)
+        for query in task.metadata["plan"]["searches"]:
+            country, attribute = query.split()
+            assert country in facts  # the evaluated countries' names ...
+            (_, top), *_ = index.search(query, 1)
+            assert top.id == f"{country.lower()}-{attribute}"
+            differs += tm.read_fact(top.text) != str(facts[country][attribute])  # ... other facts
+    assert differs > 0.9 * sum(len(t.metadata["plan"]["searches"]) for t in made_up)
+    assert {t.metadata["world"] for t in tm.generate_tool_tasks(60, seed=6, counterfactual=1.0)} == {
+        "counterfactual",
+        "eval",
+    }
+    with pytest.raises(ValueError, match="at most 1"):
+        tm.generate_tool_tasks(5, train_world=0.6, counterfactual=0.6)
+    with pytest.raises(ValueError, match="counterfactual"):
+        tm.generate_tool_tasks(5, counterfactual=-0.1)
+
+
 @pytest.fixture(scope="module")
 def gold_episodes():
-    tasks = [*get_suite("tool-mini").tasks(), *tm.generate_tool_tasks(60, seed=3)]
+    tasks = [
+        *get_suite("tool-mini").tasks(),
+        *tm.generate_tool_tasks(60, seed=3),
+        *tm.generate_tool_tasks(30, seed=13, counterfactual=1.0),
+    ]
     envs = [gymnasium.make("arborl/Tool-v0") for _ in range(4)]
 
     by_id = {t.id: tm.gold_policy(t) for t in tasks}
