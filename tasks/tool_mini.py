@@ -30,7 +30,7 @@ import math
 import operator
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -190,14 +190,19 @@ def _facts(world: str) -> dict[str, dict[str, Any]]:
     facts: dict[str, dict[str, Any]] = {}
     for _ in range(n):
         country = fresh(2)
-        facts[country] = {
-            "capital": fresh(2),
-            "currency": fresh(2),
-            "population": rng.randint(100, 999),
-            "area": rng.randint(100, 999),
-            "founded": rng.randint(1000, 1899),
-        }
+        facts[country] = _draw_facts(rng, lambda: fresh(2))
     return facts
+
+
+def _draw_facts(rng: random.Random, name: Callable[[], str]) -> dict[str, Any]:
+    """One country's facts; `name()` gives its capital's and its currency's names."""
+    return {
+        "capital": name(),
+        "currency": name(),
+        "population": rng.randint(100, 999),
+        "area": rng.randint(100, 999),
+        "founded": rng.randint(1000, 1899),
+    }
 
 
 def _sentence(country: str, attribute: str, value: Any) -> str:
@@ -208,10 +213,15 @@ def _sentence(country: str, attribute: str, value: Any) -> str:
 
 def build_corpus(world: str = "eval") -> list[Document]:
     """One document per (country, attribute) fact, titled '<country> <attribute>'."""
+    facts = _facts(world)
+    return _documents(facts, facts)
+
+
+def _documents(facts: dict[str, dict[str, Any]], countries: Iterable[str]) -> list[Document]:
     return [
         Document(id=f"{c.lower()}-{a}", title=f"{c} {a}", text=_sentence(c, a, v))
-        for c, fs in _facts(world).items()
-        for a, v in fs.items()
+        for c in countries
+        for a, v in facts[c].items()
     ]
 
 
@@ -295,16 +305,7 @@ def _problem(kind: str, rng: random.Random, facts: dict[str, dict[str, Any]]) ->
 
 def _counterfactual_facts(rng: random.Random) -> dict[str, dict[str, Any]]:
     """The eval world's countries with every fact drawn afresh (one task's world)."""
-    return {
-        c: {
-            "capital": _word(rng, 2),
-            "currency": _word(rng, 2),
-            "population": rng.randint(100, 999),
-            "area": rng.randint(100, 999),
-            "founded": rng.randint(1000, 1899),
-        }
-        for c in _facts("eval")
-    }
+    return {c: _draw_facts(rng, lambda: _word(rng, 2)) for c in _facts("eval")}
 
 
 def _task_corpus(
@@ -314,11 +315,7 @@ def _task_corpus(
     every fact of two others, so that search still has to pick the right document."""
     asked = {q.split()[0] for q in p["searches"]}
     others = rng.sample(sorted(set(facts) - asked), 2)
-    return tuple(
-        Document(id=f"{c.lower()}-{a}", title=f"{c} {a}", text=_sentence(c, a, v))
-        for c in sorted(asked) + others
-        for a, v in facts[c].items()
-    )
+    return tuple(_documents(facts, sorted(asked) + others))
 
 
 def _task(
@@ -412,22 +409,24 @@ def generate_tool_tasks(
     while len(tasks) < n:
         kind = kinds[len(tasks) % len(kinds)]
         u = rng.random()
-        if u < counterfactual:
-            facts = _counterfactual_facts(rng)
-            p = _problem(kind, rng, facts)
-            if p["question"] in held_out:
-                continue
-            if p["searches"]:  # (arithmetic has no facts to make up)
-                corpus = _task_corpus(p, facts, rng)
-                tasks.append(_task(f"tool-train/s{seed}-{len(tasks):06d}", kind, p, "counterfactual", corpus))
-                continue
-            world = "eval"
-        else:
-            world = "train" if u < counterfactual + train_world else "eval"
-            p = _problem(kind, rng, _facts(world))
+        world = (
+            "counterfactual"
+            if u < counterfactual
+            else "train"
+            if u < counterfactual + train_world
+            else "eval"
+        )
+        facts = _counterfactual_facts(rng) if world == "counterfactual" else _facts(world)
+        p = _problem(kind, rng, facts)
         if p["question"] in held_out:
             continue
-        tasks.append(_task(f"tool-train/s{seed}-{len(tasks):06d}", kind, p, world))
+        corpus: tuple[Document, ...] = ()
+        if world == "counterfactual":
+            if p["searches"]:
+                corpus = _task_corpus(p, facts, rng)
+            else:  # arithmetic has no facts to make up
+                world = "eval"
+        tasks.append(_task(f"tool-train/s{seed}-{len(tasks):06d}", kind, p, world, corpus))
     return tasks
 
 
