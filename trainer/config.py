@@ -90,6 +90,12 @@ class SFTConfig(_Strict):
     demos: int = Field(2000, ge=1, description="demonstration episodes collected")
     batch_size: int = Field(32, ge=1)
     lr: float = Field(1e-3, gt=0)
+    env_weight: float = Field(
+        0.0,
+        ge=0,
+        description="weight of the tokens the model did not write (tool results, markup) in the "
+        "warm start's loss, relative to its own tokens (0: its own tokens only)",
+    )
     eval_every: int | None = Field(
         None, ge=1, description="warm-start steps between held-out evaluations (None: at the end only)"
     )

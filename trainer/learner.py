@@ -134,12 +134,15 @@ class Learner:
         self.steps = 0
 
     # ---- log-probs ---------------------------------------------------------------------
-    def _forward(self, model: Any, mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probs and entropies ``[b, R]`` of the response tokens (0 off the mask)."""
+    def _forward(
+        self, model: Any, mb: dict[str, torch.Tensor], mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probs and entropies ``[b, R]`` of the response tokens where `mask` (default: the
+        loss mask) is set, 0 elsewhere."""
         # Position t predicts token t+1; a prompt prefix the rows share is computed once.
         min_shared = self.config.share_prefix_min if self.config.share_prefix_min > 0 else 1 << 30
         hidden = response_hidden_states(model, mb, min_shared=min_shared)
-        mask = mb["response_mask"].bool()
+        mask = mb["response_mask"].bool() if mask is None else mask
         head = model.get_output_embeddings()
         lp, ent = fused_logprob_entropy(
             hidden[mask],
@@ -263,19 +266,36 @@ class Learner:
         metrics.update(self._step())
         return metrics
 
-    def sft_update(self, data: Any) -> dict[str, float]:
-        """One optimiser step of token-mean negative log-likelihood on the loss-mask tokens."""
+    def sft_update(self, data: Any, env_weight: float = 0.0) -> dict[str, float]:
+        """One optimiser step of token-mean negative log-likelihood on the loss-mask tokens.
+
+        With `env_weight` > 0 the tokens the model did not write (tool results and the chat
+        markup between turns) are predicted too, each weighing `env_weight` of a model token
+        (the sum is still divided by the number of model tokens). Tool results repeat what
+        the model asked for (a search result names the country the query named), so this adds
+        copying practice at no extra forward cost. `sft/nll` stays the NLL of the model's own
+        tokens; `sft/env_nll` is the other tokens'."""
         mask_all = data.batch["response_mask"].float()
         total = max(1.0, mask_all.sum().item())
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        nll_sum = 0.0
+        nll_sum, env_sum, env_count = 0.0, 0.0, 0.0
         for _, mb in self._micro_batches(data):
-            logp, _ = self._forward(self.model, mb)
-            loss = -(logp * mb["response_mask"]).sum() / total
-            loss.backward()
-            nll_sum += float(loss.detach())
-        return {"sft/nll": nll_sum, **self._step()}
+            own = mb["response_mask"]
+            if env_weight > 0:
+                env = mb["attention_mask"][:, -own.shape[1] :].bool() & ~own.bool()
+                logp, _ = self._forward(self.model, mb, own.bool() | env)
+                nll = -(logp * own).sum() / total
+                env_nll = -(logp * env).sum()
+                (nll + env_weight * env_nll / total).backward()
+                env_sum, env_count = env_sum + float(env_nll.detach()), env_count + float(env.sum())
+            else:
+                logp, _ = self._forward(self.model, mb)
+                nll = -(logp * own).sum() / total
+                nll.backward()
+            nll_sum += float(nll.detach())
+        env_metrics = {"sft/env_nll": env_sum / max(1.0, env_count)} if env_weight > 0 else {}
+        return {"sft/nll": nll_sum, **env_metrics, **self._step()}
 
     def _step(self) -> dict[str, float]:
         params = [p for p in self.model.parameters() if p.requires_grad]

@@ -231,7 +231,7 @@ class Trainer:
                     order += rng.sample(range(len(demos)), len(demos))
                 batch = [demos[order.pop()] for _ in range(sft.batch_size)]
                 data = trajectories_to_dataproto(batch, pad)
-                m = await asyncio.to_thread(learner.sft_update, data)
+                m = await asyncio.to_thread(learner.sft_update, data, sft.env_weight)
                 self.state.sft_steps = step
                 bar.advance(f"nll {m['sft/nll']:.3f}")
                 if step % 25 == 0 or step == sft.steps:

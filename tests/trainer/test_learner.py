@@ -49,8 +49,9 @@ def batch(model, n: int = 6, seed: int = 0):
     return data
 
 
-def reference_logprobs(model, data) -> torch.Tensor:
-    """The model's full logits, log_softmax at temperature T, gathered (materialised)."""
+def all_logprobs(model, data, temperature: float = T) -> torch.Tensor:
+    """Log-probs ``[b, R]`` of every response token, loss mask or not, from the model's full
+    logits (materialised)."""
     with torch.no_grad():
         logits = model(
             input_ids=data.batch["input_ids"],
@@ -58,8 +59,13 @@ def reference_logprobs(model, data) -> torch.Tensor:
             position_ids=data.batch["position_ids"],
         ).logits
     r = data.batch["responses"].shape[1]
-    lp = torch.log_softmax(logits[:, -r - 1 : -1].float() / T, -1)
-    return lp.gather(-1, data.batch["responses"].unsqueeze(-1)).squeeze(-1) * data.batch["response_mask"]
+    lp = torch.log_softmax(logits[:, -r - 1 : -1].float() / temperature, -1)
+    return lp.gather(-1, data.batch["responses"].unsqueeze(-1)).squeeze(-1)
+
+
+def reference_logprobs(model, data) -> torch.Tensor:
+    """The model's log-probs at temperature T on the loss mask, 0 elsewhere (materialised)."""
+    return all_logprobs(model, data) * data.batch["response_mask"]
 
 
 def test_fused_logprobs_equal_the_models_own(model):
@@ -110,6 +116,24 @@ def test_sft_lowers_the_nll_of_demonstrations(model):
     for _ in range(10):
         last = learner.sft_update(data)["sft/nll"]
     assert last < first * 0.8
+
+
+def test_sft_env_weight_also_trains_on_the_tokens_the_model_did_not_write(model):
+    data = batch(model)
+    r = data.batch["responses"].shape[1]
+    own = data.batch["response_mask"].bool()
+    env = data.batch["attention_mask"][:, -r:].bool() & ~own  # observations between turns
+    assert env.any() and own.any()
+    lp = all_logprobs(model, data, temperature=1.0)
+    plain = Learner(copy.deepcopy(model), LearnerConfig(lr=3e-3, temperature=1.0))
+    assert "sft/env_nll" not in plain.sft_update(data, env_weight=0.0)
+    learner = Learner(model, LearnerConfig(lr=3e-3, temperature=1.0, micro_batch_size=4))
+    first = learner.sft_update(data, env_weight=1.0)
+    assert first["sft/nll"] == pytest.approx(float(-lp[own].mean()), rel=1e-4)
+    assert first["sft/env_nll"] == pytest.approx(float(-lp[env].mean()), rel=1e-4)
+    for _ in range(10):
+        last = learner.sft_update(data, env_weight=1.0)
+    assert last["sft/env_nll"] < 0.8 * first["sft/env_nll"] and last["sft/nll"] < first["sft/nll"]
 
 
 def test_kl_to_the_reference_starts_at_zero_and_grows(base_model):
