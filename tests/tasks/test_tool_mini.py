@@ -156,6 +156,30 @@ def test_counterfactual_tasks_carry_their_own_made_up_facts_and_search_finds_the
         tm.generate_tool_tasks(5, counterfactual=-0.1)
 
 
+def test_the_main_jobs_stream_is_the_counterfactual_one_and_takes_other_options():
+    from arborl.cli.config import load_config, section
+    from arborl.trainer.config import TrainConfig
+    from arborl.trainer.episodes import task_stream
+
+    tasks = TrainConfig.model_validate({"tasks": section(load_config([], "train"), "tasks")}).tasks
+    assert tasks.train == "arborl.tasks.tool_mini:generate_counterfactual_tasks" and not tasks.train_options
+    task_at = task_stream(tasks.train, 90, seed=4)
+    ours = tm.generate_counterfactual_tasks(90, seed=4)
+    assert [task_at(i).id for i in range(90)] != [t.id for t in ours]  # shuffled, but the same tasks
+    assert sorted(task_at(i).model_dump_json() for i in range(90)) == sorted(
+        t.model_dump_json() for t in ours
+    )
+    same = tm.generate_tool_tasks(90, seed=4, counterfactual=1.0)
+    assert [t.model_dump() for t in ours] == [t.model_dump() for t in same]
+
+    def made_up(stream):
+        facts = [t for t in stream if t.metadata["kind"] != "arith"]
+        return sum(t.metadata["world"] == "counterfactual" for t in facts) / len(facts)
+
+    assert made_up(ours) == 1.0
+    assert 0.3 < made_up(tm.generate_counterfactual_tasks(90, seed=4, counterfactual=0.5)) < 0.7
+
+
 @pytest.fixture(scope="module")
 def gold_episodes():
     tasks = [
