@@ -10,10 +10,14 @@ number of RL samples in each mode:
 - sync+partial    APRIL: 1.5 batches in flight; unfinished episodes pause during the
                   update and resume with the new weights
 - async           generation runs ahead of the learner by up to `--staleness` versions
+                  (12 groups in flight)
+- async (S, G)    the same with staleness S and G groups in flight (`--wide S,G`): more
+                  episodes per decode batch and more tool latency hidden, staler samples
 
 Reports end-to-end samples/s of the RL phase as ratios against sync measured in this run,
-and overlays the learning curves (held-out success) to show asynchrony does not hurt
-learning. Writes bench/results/trainer.md and bench/results/trainer.png.
+and overlays the learning curves (rollout reward per step; held-out success before and
+after) to show asynchrony does not hurt learning. Writes bench/results/trainer.md and
+bench/results/trainer.png.
 
     python bench/bench_trainer.py [--quick] [--steps 40] [--latency 0.3]
 """
@@ -25,7 +29,10 @@ import asyncio
 import os
 import platform
 import random
+import re
+import shlex
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -92,7 +99,10 @@ def base_config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainCo
         "run": {
             "dir": str(run_dir),
             "steps": args.steps,
-            "eval_every": max(1, args.steps // 5),
+            # Held-out evaluations only before and after: rollouts keep going during one (and
+            # slow it down in proportion to what is in flight), so evaluations inside the timed
+            # phase would blur the comparison.
+            "eval_every": args.steps,
             "checkpoint_every": 10_000,
             "time_budget_min": None,
         },
@@ -103,8 +113,13 @@ def base_config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainCo
 
 
 def rl_seconds(run_dir: Path) -> float:
-    events = [e for e in read_metrics(run_dir) if e["phase"] == "rl"]
-    return sum(e["time/wait_s"] + e["time/train_s"] for e in events)
+    """Wall-clock seconds of the RL phase: from the end of the step-0 evaluation (the rollouts
+    start after it) to the last update, everything included (waiting, training, weight
+    pushes). Rollouts that keep going during an evaluation would be samples drawn in
+    uncounted time, hence no evaluations in between (`eval_every` = steps)."""
+    events = [e for e in read_metrics(run_dir) if not e.get("rolled_back")]
+    start = next(e["time"] for e in events if e["phase"] == "eval-rl" and e["step"] == 0)
+    return max(e["time"] for e in events if e["phase"] == "rl") - start
 
 
 def main() -> None:
@@ -113,6 +128,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--latency", type=float, default=0.3, help="median tool latency (s)")
     ap.add_argument("--staleness", type=int, default=2)
+    ap.add_argument(
+        "--wide",
+        default="8,32",
+        help="STALENESS,GROUPS of a second async row with more in flight ('' to skip it)",
+    )
     ap.add_argument("--sft-steps", type=int, default=300)
     ap.add_argument(
         "--init",
@@ -149,9 +169,16 @@ def main() -> None:
         "sync+partial": {"mode": "sync", "partial_rollouts": True, "overprovision": 1.5},
         "async": {"mode": "async", "max_staleness": args.staleness, "max_groups_in_flight": 12},
     }
+    if args.wide:
+        staleness, groups = (int(x) for x in args.wide.split(","))
+        modes[f"async ({staleness}, {groups})"] = {
+            "mode": "async",
+            "max_staleness": staleness,
+            "max_groups_in_flight": groups,
+        }
     rows, dirs = [], []
     for name, mode in modes.items():
-        run_dir = args.out / name.replace("+", "-")
+        run_dir = args.out / re.sub(r"[^a-z0-9]+", "-", name).strip("-")
         cfg = base_config(
             run_dir, args, model={"path": model}, rollout={"env_id": "bench/SlowTool-v0"}, **{"async": mode}
         )
@@ -174,11 +201,11 @@ def main() -> None:
     )
     text = f"""# Trainer benchmark: async vs sync, partial rollouts
 
-`python bench/bench_trainer.py{" --quick" if args.quick else ""}` on {platform.node()} ({os.cpu_count()} cores), \
+`{shlex.join(["python", "bench/bench_trainer.py", *sys.argv[1:]])}` on {platform.node()} ({os.cpu_count()} cores), \
 {time.strftime("%Y-%m-%d %H:%M")}. Tiny model (hidden 128, 4 layers) \
 {f"starting from {args.init_note or args.init}" if args.init else f"warm-started once for {args.sft_steps} steps"}, then {args.steps} RL steps × 4 groups × 8 episodes in each mode on \
 `{args.tasks}` with a lognormal tool latency per step (median {args.latency} s, σ = 1, cap 8 s). \
-RL time is the sum of waiting for batches and training (evaluations excluded).
+RL seconds are the wall clock of the RL phase, from the first rollout to the last update (held-out evaluations only before and after it).
 
 | mode | samples | RL seconds | samples/s | vs sync | held-out success (start → end) |
 |---|---:|---:|---:|---:|---|
