@@ -313,10 +313,13 @@ class Trainer:
                     self.state.trained += [g.index for g in groups]
                     self.state.dropped += stats.dropped
                     self.state.cursor = manager.dispatched
-                    await self._push_weights()
+                    t2 = time.perf_counter()
+                    await self._push_weights()  # waits for the engine's running decode batch
+                    push_s = time.perf_counter() - t2
                     manager.resume()
                     await manager.notify()
                     m.update(self._rollout_metrics(groups, stats, wait_s, train_s, manager))
+                    m["time/push_s"] = push_s
                     self.metrics.log("rl", self.state.version, m)
                     bar.advance(f"reward {m['rollout/reward']:.2f} · success {m['rollout/success']:.2f}")
                     v = self.state.version

@@ -62,6 +62,9 @@ def test_a_run_warm_starts_trains_and_records_everything(tmp_path, mode):
     assert {e["phase"] for e in events} >= {"sft", "eval-sft", "eval-rl", "rl"}
     limit = 0 if mode == "sync" else 1
     assert all(e["staleness/max"] <= limit for e in rl)
+    # where a step's time went: waiting for groups, training, pushing the weights
+    assert all(e["time/push_s"] >= 0 and e["time/wait_s"] >= 0 and e["time/train_s"] > 0 for e in rl)
+    assert all(e["time/elapsed_s"] >= e["time/train_s"] + e["time/push_s"] for e in rl)
     trained = trained_once(run)
     assert len(trained) == 8  # 4 steps x 2 groups
     for index in trained:  # every trained group is in the store, whole
