@@ -281,19 +281,15 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         nll_sum, env_sum, env_count = 0.0, 0.0, 0.0
         for _, mb in self._micro_batches(data):
-            own = mb["response_mask"]
-            if env_weight > 0:
-                env = mb["attention_mask"][:, -own.shape[1] :].bool() & ~own.bool()
-                logp, _ = self._forward(self.model, mb, own.bool() | env)
-                nll = -(logp * own).sum() / total
-                env_nll = -(logp * env).sum()
-                (nll + env_weight * env_nll / total).backward()
-                env_sum, env_count = env_sum + float(env_nll.detach()), env_count + float(env.sum())
-            else:
-                logp, _ = self._forward(self.model, mb)
-                nll = -(logp * own).sum() / total
-                nll.backward()
+            own = mb["response_mask"].bool()
+            # the non-padding response tokens the model did not write (none when the weight is 0)
+            env = mb["attention_mask"][:, -own.shape[1] :].bool() & ~own & (env_weight > 0)
+            logp, _ = self._forward(self.model, mb, own | env)
+            nll = -(logp * own).sum() / total
+            env_nll = -(logp * env).sum()
+            (nll + env_weight * env_nll / total).backward()
             nll_sum += float(nll.detach())
+            env_sum, env_count = env_sum + float(env_nll.detach()), env_count + float(env.sum())
         env_metrics = {"sft/env_nll": env_sum / max(1.0, env_count)} if env_weight > 0 else {}
         return {"sft/nll": nll_sum, **env_metrics, **self._step()}
 
