@@ -266,14 +266,13 @@ class Agent:
     async def _apply(self, state: EpisodeState, gen: Generation, prefix: Turn | None = None) -> None:
         """Record the reply (after `prefix`, if any) as a turn, step the env with its text,
         append the observation."""
-        version = self.version_offset + gen.weights_version
         head = prefix or Turn([], [])
         ids = list(head.response_ids) + list(gen.token_ids)
         turn = Turn(
             response_ids=ids,
             response_logprobs=list(head.response_logprobs) + [float(x) for x in gen.logprobs],
             policy_versions=list(head.policy_versions or [-1] * len(head.response_ids))
-            + [version] * len(gen.token_ids),
+            + [self.version_offset + v for v in gen.versions],
             finish_reason=gen.finish_reason,
             gen_s=gen.latency_s,
         )

@@ -105,13 +105,26 @@ class Generation(BaseModel):
     finish_reason: FinishReason
     num_prompt_tokens: int
     latency_s: float = Field(0.0, description="wall time from the generate call to this result")
-    weights_version: int = Field(0, description="number of `update_weights` calls applied before it ran")
+    weights_version: int = Field(
+        0, description="number of `update_weights` calls applied before its first token was sampled"
+    )
+    token_versions: list[int] = Field(
+        default_factory=list,
+        description="weights version per token, where an update landed mid-response (empty: all weights_version)",
+    )
 
     @model_validator(mode="after")
     def _same_length(self) -> Self:
         if len(self.token_ids) != len(self.logprobs):
             raise ValueError(f"{len(self.token_ids)} token ids but {len(self.logprobs)} log-probs")
+        if self.token_versions and len(self.token_versions) != len(self.token_ids):
+            raise ValueError(f"{len(self.token_ids)} token ids but {len(self.token_versions)} token versions")
         return self
+
+    @property
+    def versions(self) -> list[int]:
+        """The weights version of each token."""
+        return list(self.token_versions) or [self.weights_version] * len(self.token_ids)
 
 
 class InferenceEngine(abc.ABC):

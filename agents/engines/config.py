@@ -24,7 +24,9 @@ class HFEngineConfig(BaseModel):
     device: str = Field("cpu", description="torch device")
     attn_implementation: Literal["sdpa", "eager"] = "sdpa"
     max_batch_size: int = Field(64, ge=1, description="rows (prompts x n) per decode batch")
-    torch_threads: int | None = Field(None, ge=1, description="torch.set_num_threads; None leaves it")
+    torch_threads: int | None = Field(
+        None, ge=1, description="torch threads of the decode thread (thread-local); None: torch's default"
+    )
 
 
 class VLLMEngineConfig(BaseModel):

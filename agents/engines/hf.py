@@ -1,20 +1,32 @@
 """Transformers engine: the CPU default, loaded with the real `from_pretrained(path)`.
 
 A manual decode loop (not `model.generate`) so that sampling and log-probs follow the
-convention in `base` exactly, with per-row parameters and per-row seeded generators::
+convention in `base` exactly, with per-row parameters and per-row seeded generators, and
+with continuous batching (`batching.StepRunner`): rows join and leave the running batch
+between decode steps. The batch is a left-padded KV cache::
 
-    prompts (left-padded)      attention_mask         position_ids
-    | P P a b c |              | 0 0 1 1 1 |          | 0 0 0 1 2 |
-    | d e f g h |              | 1 1 1 1 1 |          | 0 1 2 3 4 |
-      prefill once -> KV cache; then one token per row per step, mask and positions grow by 1
+    KV cache (left-padded)        attention_mask     next position
+    | 0 0 s s s a b |             | 0 0 1 1 1 1 1 |  5
+    | s s s d e f g |             | 1 1 1 1 1 1 1 |  7      (s: the rows' common prefix)
 
-Rows that finish keep stepping (their outputs are ignored) until the whole batch is done. Generation runs on a worker thread (see `batching`).
+Rows are prefilled without padding and without computing a shared prefix twice: the rows
+joining the batch are walked as a prefix tree (one forward pass per edge), starting from the
+longest prefix they share with a row prefilled recently under the same weights (the system
+prompt and tool list, the group's task, or the episode's previous turn: a prefix of a KV
+cache is the cache of the prefix). The per-row caches are then laid into the padded one. A
+multi-turn agent's prompts are long, alike and of mixed lengths, so this saves most of the
+engine's work. Finished rows leave the cache at once, and columns no row needs are cut.
+
+A weight update may land between two decode steps: the batch then prefills every row again
+(prompt + tokens so far) with the new weights, so each token is sampled by exactly the
+policy version it records, with that policy's log-prob.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +40,7 @@ from .base import (
     WeightsSource,
     check_prompts,
 )
-from .batching import BatchRunner, Row, RowResult, expand_rows
+from .batching import Row, RowResult, StepRunner, expand_rows
 from .config import HFEngineConfig
 from .scoring import processed_logits, sample_rows, score_tokens
 from .weights import load_state_dict_from_path
@@ -55,20 +67,22 @@ class HFEngine(InferenceEngine):
         from transformers import AutoModelForCausalLM
 
         self.config = config
-        if config.torch_threads:
-            torch.set_num_threads(config.torch_threads)
         self.model: Any = model or AutoModelForCausalLM.from_pretrained(
             config.model, dtype=_DTYPES[config.dtype], attn_implementation=config.attn_implementation
         )
         self.model.to(config.device).eval()
         self.device = torch.device(config.device)
         self.eos_ids = _eos_ids(self.model)
-        pad = getattr(self.model.config, "pad_token_id", None)
-        self.pad_id = int(pad) if pad is not None else 0
         self.vocab_size = int(self.model.config.vocab_size)
         self.max_positions = int(getattr(self.model.config, "max_position_embeddings", 1 << 30))
-        self._runner = BatchRunner(self._run_rows, config.max_batch_size)
+        #: torch threads of the decode thread (thread-local; None: torch's default), followed
+        #: from one decode step to the next.
+        self.threads = config.torch_threads
+        self._runner = StepRunner(lambda: _DecodeBatch(self), config.max_batch_size)
         self._reference: Any | None = None  # float64 copy for `score`, rebuilt after updates
+        # Rows prefilled lately under weights `_recent_version`, with their KV (decode thread only).
+        self._recent: list[tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]]]] = []
+        self._recent_version = -1
 
     @property
     def weights_version(self) -> int:
@@ -106,6 +120,7 @@ class HFEngine(InferenceEngine):
         self._reference = None
 
     async def close(self) -> None:
+        await self._runner.close()
         self._reference = None
 
     def score(
@@ -127,54 +142,220 @@ class HFEngine(InferenceEngine):
                 self._reference = reference.to(torch.float64)
             return score_tokens(self._reference, prompt_ids, response_ids, temperature, top_k, top_p)
 
-    # -- the decode loop (worker thread) -------------------------------------------------
+    # -- the decode loop (the runner's thread) --------------------------------------------
 
     @torch.inference_mode()
-    def _run_rows(self, rows: list[Row]) -> list[RowResult]:
+    def prefill(
+        self, seqs: list[list[int]]
+    ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor, torch.Tensor]:
+        """Left-padded KV per layer ``[B, heads, W, dim]``, attention mask ``[B, W]`` and
+        next-token logits ``[B, V]`` of `seqs`, computed without padding tokens and with
+        every shared prefix computed once (a walk down the rows' prefix tree)."""
+        Kv = list[tuple[torch.Tensor, torch.Tensor]]
+        rows: list[Kv] = [[] for _ in seqs]
+        logits: list[torch.Tensor] = [torch.empty(0)] * len(seqs)
+
+        def extend(kv: Kv, tokens: list[int], at: int) -> tuple[Kv, torch.Tensor]:
+            cache = self._cache(kv)
+            out = self.model(
+                input_ids=torch.tensor([tokens], device=self.device),
+                position_ids=torch.arange(at, at + len(tokens), device=self.device).unsqueeze(0),
+                past_key_values=cache,
+                logits_to_keep=1,
+            )
+            return [(layer.keys, layer.values) for layer in cache.layers], out.logits[0, -1]
+
+        def walk(idx: list[int], kv: Kv, at: int, last: torch.Tensor) -> None:
+            """`kv`: the cache of ``seqs[i][:at]``, the same for every i in `idx`."""
+            first, end = seqs[idx[0]], min(len(seqs[i]) for i in idx)
+            shared = at
+            while shared < end and all(seqs[i][shared] == first[shared] for i in idx):
+                shared += 1
+            if shared > at:
+                kv, last = extend(kv, first[at:shared], at)
+            branches: dict[int, list[int]] = {}
+            for i in idx:
+                if len(seqs[i]) == shared:
+                    rows[i], logits[i] = kv, last
+                else:
+                    branches.setdefault(seqs[i][shared], []).append(i)
+            for branch in branches.values():
+                walk(branch, kv, shared, last)
+
+        if any(not s for s in seqs):
+            raise EngineError("empty prompt")
+        start, base = self._cached_prefix(seqs)
+        walk(list(range(len(seqs))), base, start, torch.empty(0))
+        self._recent = (self._recent + [(s, kv) for s, kv in zip(seqs, rows, strict=True)])[-32:]
+        width = max(len(s) for s in seqs)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long, device=self.device)
+        kv = []
+        for layer in range(len(rows[0])):
+            k0, v0 = rows[0][layer]
+            keys = k0.new_zeros((len(seqs), k0.shape[1], width, k0.shape[3]))
+            values = v0.new_zeros((len(seqs), v0.shape[1], width, v0.shape[3]))
+            for i, s in enumerate(seqs):
+                keys[i, :, width - len(s) :] = rows[i][layer][0][0]
+                values[i, :, width - len(s) :] = rows[i][layer][1][0]
+            kv.append((keys, values))
+        for i, s in enumerate(seqs):
+            mask[i, width - len(s) :] = 1
+        return kv, mask, torch.stack(logits)
+
+    def _cached_prefix(self, seqs: list[list[int]]) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """The longest start of every row in `seqs` that a recently prefilled row shares, and
+        its KV (a prefix of a cache is the cache of the prefix). Recent rows are those of the
+        current weights: the system prompt and tool list, a group's task, or the row's own
+        previous turn are computed once per weights version."""
+        version = self._runner.weights_version
+        if self._recent_version != version:
+            self._recent, self._recent_version = [], version
+        if not self._recent:
+            return 0, []
+
+        def common(a: list[int], b: list[int]) -> int:  # a row keeps >= 1 token of its own
+            lo, hi = 0, min(len(a), len(b) - 1)
+            while lo < hi:  # bisect on slice equality (compared in C)
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if a[:mid] == b[:mid] else (lo, mid - 1)
+            return lo
+
+        seq, kv = max(self._recent, key=lambda e: sum(common(e[0], s) for s in seqs))
+        start = min(common(seq, s) for s in seqs)
+        return start, [(k[:, :, :start], v[:, :, :start]) for k, v in kv] if start else []
+
+    def _cache(self, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+        """A `DynamicCache` holding `kv` (per layer); the model appends to it, the tensors stay."""
         from transformers import DynamicCache
 
-        dev, batch = self.device, len(rows)
-        lens = [len(r.prompt) for r in rows]
-        width = max(lens)
-        ids = torch.full((batch, width), self.pad_id, dtype=torch.long, device=dev)
-        mask = torch.zeros((batch, width), dtype=torch.long, device=dev)
-        for i, r in enumerate(rows):
-            ids[i, width - lens[i] :] = torch.tensor(r.prompt, device=dev)
-            mask[i, width - lens[i] :] = 1
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache(config=self.model.config)
+        for i, (k, v) in enumerate(kv):
+            cache.update(k, v, i)
+        return cache
 
+    @torch.inference_mode()
+    def decode(
+        self, kv: list[tuple[torch.Tensor, torch.Tensor]], mask: torch.Tensor, tokens: torch.Tensor
+    ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor, torch.Tensor]:
+        """One decode step: `tokens` [B] appended to the cache; the new KV, mask and logits."""
+        cache = self._cache(kv)
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+        logits = self.model(
+            input_ids=tokens.unsqueeze(1),
+            attention_mask=mask,
+            position_ids=mask.sum(-1, keepdim=True) - 1,
+            past_key_values=cache,
+        ).logits[:, -1]
+        return [(layer.keys, layer.values) for layer in cache.layers], mask, logits
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One row in the running batch."""
+
+    row: Row
+    key: Any
+    stops: set[int]
+    generator: torch.Generator | None
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+
+
+def _pad_left(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    missing = width - t.shape[dim]
+    if missing <= 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = missing
+    return torch.cat([t.new_zeros(shape), t], dim=dim)
+
+
+class _DecodeBatch:
+    """The rows `HFEngine` decodes together (a `batching.StepBatch`)."""
+
+    def __init__(self, engine: HFEngine) -> None:
+        self.engine = engine
+        self.version = -1
+        self.slots: list[_Slot] = []
+        self.kv: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.mask = torch.zeros((0, 0), dtype=torch.long)
+        self.logits = torch.zeros((0, 0))
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def _threads(self) -> None:
+        """Follow `engine.threads` (this runs on the decode thread; a trainer changes it)."""
+        if self.engine.threads and torch.get_num_threads() != self.engine.threads:
+            torch.set_num_threads(self.engine.threads)
+
+    def admit(self, rows: list[Row], keys: list[Any], version: int) -> None:
+        self._threads()
+        e = self.engine
+        stops = lambda r: set(r.sampling.stop_token_ids) | (set() if r.sampling.ignore_eos else e.eos_ids)  # noqa: E731
+        slots = [
+            _Slot(r, key, stops(r), None if r.seed is None else torch.Generator(e.device).manual_seed(r.seed))
+            for r, key in zip(rows, keys, strict=True)
+        ]
+        kv, mask, logits = e.prefill([s.row.prompt for s in slots])
+        if self.slots:
+            width = max(mask.shape[1], self.mask.shape[1])
+            kv = [
+                (
+                    torch.cat([_pad_left(k0, width, 2), _pad_left(k1, width, 2)]),
+                    torch.cat([_pad_left(v0, width, 2), _pad_left(v1, width, 2)]),
+                )
+                for (k0, v0), (k1, v1) in zip(self.kv, kv, strict=True)
+            ]
+            mask = torch.cat([_pad_left(self.mask, width, 1), _pad_left(mask, width, 1)])
+            logits = torch.cat([self.logits, logits])
+        self.slots += slots
+        self.kv, self.mask, self.logits, self.version = kv, mask, logits, version
+
+    def refresh(self, version: int) -> None:
+        self.kv, self.mask, self.logits = self.engine.prefill([s.row.prompt + s.tokens for s in self.slots])
+        self.version = version
+
+    def retain(self, keep: Callable[[Any], bool]) -> None:
+        self._select([i for i, s in enumerate(self.slots) if keep(s.key)])
+
+    def _select(self, idx: list[int]) -> None:
+        if len(idx) == len(self.slots):
+            return
+        self.slots = [self.slots[i] for i in idx]
+        if not idx:
+            self.kv, self.mask, self.logits = [], self.mask[:0], self.logits[:0]
+            return
+        at = torch.tensor(idx, device=self.mask.device)
+        mask = self.mask[at]
+        first = int((mask.sum(0) > 0).nonzero()[0])  # columns that are padding in every row left: cut
+        self.mask = mask[:, first:]
+        self.kv = [(k[at, :, first:], v[at, :, first:]) for k, v in self.kv]
+        self.logits = self.logits[at]
+
+    def step(self) -> list[tuple[Any, RowResult]]:
+        self._threads()
+        dev, rows = self.engine.device, [s.row for s in self.slots]
         temps = torch.tensor([r.sampling.temperature for r in rows], dtype=torch.float32, device=dev)
         top_k = torch.tensor([r.sampling.top_k for r in rows], dtype=torch.long, device=dev)
         top_p = torch.tensor([r.sampling.top_p for r in rows], dtype=torch.float32, device=dev)
-        gens = [None if r.seed is None else torch.Generator(dev).manual_seed(r.seed) for r in rows]
-        stops = [
-            set(r.sampling.stop_token_ids) | (set() if r.sampling.ignore_eos else self.eos_ids) for r in rows
-        ]
-        out: list[RowResult | None] = [None] * batch
-        tokens: list[list[int]] = [[] for _ in rows]
-        lps: list[list[float]] = [[] for _ in rows]
-
-        cache = DynamicCache(config=self.model.config)
-        logits = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, logits_to_keep=1
-        ).logits[:, -1]
-        while True:
-            proc = processed_logits(logits.float(), temps, top_k, top_p)
-            nxt = sample_rows(proc, temps == 0, gens)
-            chosen = proc.log_softmax(-1).gather(1, nxt.unsqueeze(1)).squeeze(1)
-            for i, (t, lp) in enumerate(zip(nxt.tolist(), chosen.tolist(), strict=True)):
-                if out[i] is not None:
-                    continue
-                tokens[i].append(t)
-                lps[i].append(lp)
-                if t in stops[i]:
-                    out[i] = RowResult(tokens[i], lps[i], "stop")
-                elif len(tokens[i]) >= rows[i].sampling.max_new_tokens:
-                    out[i] = RowResult(tokens[i], lps[i], "length")
-            if all(o is not None for o in out):
-                return [o for o in out if o is not None]
-            mask = torch.cat([mask, mask.new_ones((batch, 1))], dim=1)
-            pos = pos[:, -1:] + 1
-            logits = self.model(
-                input_ids=nxt.unsqueeze(1), attention_mask=mask, position_ids=pos, past_key_values=cache
-            ).logits[:, -1]
+        proc = processed_logits(self.logits.float(), temps, top_k, top_p)
+        nxt = sample_rows(proc, temps == 0, [s.generator for s in self.slots])
+        chosen = proc.log_softmax(-1).gather(1, nxt.unsqueeze(1)).squeeze(1)
+        done: list[tuple[Any, RowResult]] = []
+        going: list[int] = []
+        for i, (s, t, lp) in enumerate(zip(self.slots, nxt.tolist(), chosen.tolist(), strict=True)):
+            s.tokens.append(t)
+            s.logprobs.append(lp)
+            s.versions.append(self.version)
+            if t in s.stops:
+                done.append((s.key, RowResult(s.tokens, s.logprobs, "stop", s.versions)))
+            elif len(s.tokens) >= s.row.sampling.max_new_tokens:
+                done.append((s.key, RowResult(s.tokens, s.logprobs, "length", s.versions)))
+            else:
+                going.append(i)
+        self._select(going)
+        if going:
+            self.kv, self.mask, self.logits = self.engine.decode(self.kv, self.mask, nxt[going])
+        return done

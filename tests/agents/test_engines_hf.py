@@ -9,6 +9,8 @@ checked at ``atol=1e-5``.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pytest
 import torch
@@ -25,6 +27,11 @@ from arborl.agents.engines import (
 
 ATOL = 1e-5  # float32 sampling vs float64 teacher forcing
 PROMPTS = [[1, 5, 9, 200, 33, 7, 91], [7, 8, 9], [300, 4, 4, 4, 12]]  # unequal: left padding is exercised
+SHARED = [
+    [1, 5, 9, 200, 33, 7, 91, 4],
+    [1, 5, 9, 200, 12],
+    [1, 5, 9, 200, 33, 7],
+]  # prefilled once: 1 5 9 200
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +65,13 @@ def new_policy(model, seed=0):
     return state
 
 
-async def test_batched_samples_carry_the_logprobs_of_teacher_forced_scoring(engine, reference):
+@pytest.mark.parametrize("prompts", [PROMPTS, SHARED], ids=["distinct", "shared-prefix"])
+async def test_batched_samples_carry_the_logprobs_of_teacher_forced_scoring(engine, reference, prompts):
     sampling = SamplingParams(temperature=0.7, max_new_tokens=12, n=2, seed=11, ignore_eos=True)
-    out = await engine.generate(PROMPTS, sampling)
+    out = await engine.generate(prompts, sampling)
     assert [(g.prompt_index, g.sample_index) for g in out] == [(i, j) for i in range(3) for j in range(2)]
     for g in out:
-        prompt = PROMPTS[g.prompt_index]
+        prompt = prompts[g.prompt_index]
         assert g.num_prompt_tokens == len(prompt) and g.finish_reason == "length"
         assert len(g.token_ids) == 12 and g.weights_version == 0
         expected, _ = plain_logprobs(reference, prompt, g.token_ids, temperature=0.7)
@@ -104,6 +112,27 @@ async def test_concurrent_calls_batch_together_without_changing_seeded_results(e
     for a, (t,) in zip(alone, together, strict=True):
         assert a.token_ids == t.token_ids
         torch.testing.assert_close(a.logprobs, t.logprobs, rtol=0, atol=ATOL)
+
+
+async def test_calls_join_a_running_batch_and_return_when_their_own_rows_are_done(engine, reference):
+    """Continuous batching: a short call made while a long one decodes joins its batch (a
+    KV cache of another width, merged in) and returns first, with exact log-probs."""
+    long_started = decode_started(engine)
+    long = asyncio.create_task(
+        engine.generate([PROMPTS[0]], SamplingParams(temperature=0, max_new_tokens=400, ignore_eos=True))
+    )
+    await asyncio.to_thread(long_started.wait, 30)
+    short = await engine.generate(
+        SHARED, SamplingParams(temperature=0.9, max_new_tokens=5, seed=3, ignore_eos=True)
+    )
+    assert not long.done()
+    for g in short:
+        expected, _ = plain_logprobs(reference, SHARED[g.prompt_index], g.token_ids, temperature=0.9)
+        torch.testing.assert_close(torch.tensor(g.logprobs, dtype=torch.float64), expected, rtol=0, atol=ATOL)
+    (g,) = await long
+    expected, logits = plain_logprobs(reference, PROMPTS[0], g.token_ids)
+    assert len(g.token_ids) == 400 and g.token_ids == logits.argmax(-1).tolist()
+    torch.testing.assert_close(torch.tensor(g.logprobs, dtype=torch.float64), expected, rtol=0, atol=ATOL)
 
 
 async def test_stop_ids_end_a_response_and_are_kept(engine):
@@ -158,3 +187,114 @@ async def test_pushed_weights_take_effect_and_match_the_new_model(engine, refere
         await engine.update_weights({"no.such.weight": torch.zeros(1)})
     with pytest.raises(EngineError, match="shape"):
         await engine.update_weights({"model.norm.weight": torch.zeros(3)})
+
+
+async def test_an_update_lands_between_decode_steps_and_later_tokens_are_the_new_policys(
+    engine, reference, tiny_model
+):
+    """A push does not wait for the running batch: it lands between two decode steps, the
+    engine prefills again with the new weights, and each token records the version that
+    sampled it, with that version's exact log-prob (a stale KV cache would not match)."""
+    new = AutoModelForCausalLM.from_pretrained(tiny_model)
+    state = new_policy(new)
+    new.load_state_dict(state)
+    new_ref = new.to(torch.float64).eval()
+
+    calls, reached = 0, threading.Event()
+    inner = engine.model.forward
+
+    def forward(*args, **kwargs):  # holds the 3rd decode step (token 4's logits) until the push waits
+        nonlocal calls
+        calls += "attention_mask" in kwargs  # decode steps (prefill calls pass none)
+        out = inner(*args, **kwargs)
+        if calls == 3 and not reached.is_set():
+            reached.set()
+            deadline = time.monotonic() + 30
+            while not engine._runner._waiting and time.monotonic() < deadline:
+                time.sleep(0.001)
+        return out
+
+    engine.model.forward = forward
+    greedy = SamplingParams(temperature=0, max_new_tokens=12, ignore_eos=True)
+    running = asyncio.create_task(engine.generate(SHARED, greedy))
+    await asyncio.to_thread(reached.wait, 30)
+    await engine.update_weights(state)
+    out = await running
+    for g in out:
+        assert g.weights_version == 0 and g.versions == [0] * 3 + [1] * 9
+        prompt = SHARED[g.prompt_index]
+        old_lp, old_logits = plain_logprobs(reference, prompt, g.token_ids)
+        new_lp, new_logits = plain_logprobs(new_ref, prompt, g.token_ids)
+        assert g.token_ids[:3] == old_logits[:3].argmax(-1).tolist()
+        assert g.token_ids[3:] == new_logits[3:].argmax(-1).tolist()
+        expected = torch.cat([old_lp[:3], new_lp[3:]])
+        torch.testing.assert_close(torch.tensor(g.logprobs, dtype=torch.float64), expected, rtol=0, atol=ATOL)
+    after = await engine.generate(SHARED, greedy)
+    assert all(g.versions == [1] * 12 for g in after)
+
+
+def decode_started(engine) -> threading.Event:
+    """An event set once the engine runs its first decode step (prefill calls pass no mask)."""
+    started, inner = threading.Event(), engine.model.forward
+
+    def forward(*args, **kwargs):
+        if "attention_mask" in kwargs:
+            started.set()
+        return inner(*args, **kwargs)
+
+    engine.model.forward = forward
+    return started
+
+
+@pytest.mark.parametrize("where", ["prefill", "decode"])
+async def test_a_failing_forward_fails_its_calls_and_the_engine_serves_the_next_ones(
+    engine, reference, where
+):
+    inner, calls = engine.model.forward, 0
+
+    def forward(*args, **kwargs):  # the 3rd prefill pass (of 3 rows) or the 2nd decode step fails
+        nonlocal calls
+        if ("attention_mask" in kwargs) == (where == "decode"):
+            calls += 1
+            if calls == (3 if where == "prefill" else 2):
+                raise RuntimeError("out of memory (simulated)")
+        return inner(*args, **kwargs)
+
+    engine.model.forward = forward
+    with pytest.raises(RuntimeError, match="out of memory"):
+        await engine.generate(PROMPTS, SamplingParams(max_new_tokens=8, ignore_eos=True))
+    out = await engine.generate(PROMPTS, SamplingParams(temperature=0, max_new_tokens=8, ignore_eos=True))
+    for g in out:
+        expected, logits = plain_logprobs(reference, PROMPTS[g.prompt_index], g.token_ids)
+        assert g.token_ids == logits.argmax(-1).tolist()
+        torch.testing.assert_close(torch.tensor(g.logprobs, dtype=torch.float64), expected, rtol=0, atol=ATOL)
+
+
+async def test_closing_fails_the_calls_in_flight_and_refuses_new_ones(engine):
+    started = decode_started(engine)
+    running = asyncio.create_task(
+        engine.generate(PROMPTS, SamplingParams(max_new_tokens=400, ignore_eos=True))
+    )
+    await asyncio.to_thread(started.wait, 30)
+    await engine.close()
+    with pytest.raises(EngineError, match="closed while generating"):
+        await running
+    with pytest.raises(EngineError, match="closed"):
+        await engine.generate(PROMPTS, SamplingParams(max_new_tokens=2))
+
+
+async def test_the_decode_thread_takes_its_own_torch_threads(tiny_model):
+    """`torch_threads` is thread-local to the decode thread: a trainer gives the engine and
+    the learner, which run at once, a share of the cores each."""
+    main = torch.get_num_threads()
+    engine = make_engine(HFEngineConfig(model=str(tiny_model), torch_threads=main + 1))
+    seen, inner = set(), engine.model.forward
+
+    def forward(*args, **kwargs):
+        seen.add(torch.get_num_threads())
+        return inner(*args, **kwargs)
+
+    engine.model.forward = forward
+    await engine.generate(PROMPTS, SamplingParams(max_new_tokens=3, ignore_eos=True))
+    assert seen == {main + 1} and torch.get_num_threads() == main
+    await engine.close()
