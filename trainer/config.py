@@ -73,6 +73,11 @@ class AsyncConfig(_Strict):
     )
     overprovision: float = Field(1.5, ge=1.0, description="sync + partial: groups in flight per batch")
     max_groups_in_flight: int = Field(12, ge=1, description="async: groups generating at once")
+    split_threads: bool = Field(
+        True,
+        description="async: the engine's decode thread and the learner (which run at once) get "
+        "half of the torch threads each, rather than both taking all of them",
+    )
 
 
 class AlgorithmConfig(_Strict):

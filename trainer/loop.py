@@ -94,6 +94,7 @@ class Trainer:
         cfg = self.cfg
         if cfg.model.torch_threads:
             torch.set_num_threads(cfg.model.torch_threads)
+        self._threads = self._learner_threads = torch.get_num_threads()
         random.seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
         torch.manual_seed(cfg.run.seed)
@@ -231,7 +232,7 @@ class Trainer:
                     order += rng.sample(range(len(demos)), len(demos))
                 batch = [demos[order.pop()] for _ in range(sft.batch_size)]
                 data = trajectories_to_dataproto(batch, pad)
-                m = await asyncio.to_thread(learner.sft_update, data, sft.env_weight)
+                m = await asyncio.to_thread(self._in_learner_thread, learner.sft_update, data, sft.env_weight)
                 self.state.sft_steps = step
                 bar.advance(f"nll {m['sft/nll']:.3f}")
                 if step % 25 == 0 or step == sft.steps:
@@ -269,6 +270,7 @@ class Trainer:
 
     async def _reinforce(self) -> None:
         cfg, a = self.cfg, self.cfg.async_
+        self._split_threads()
         in_flight = (
             a.max_groups_in_flight
             if a.mode == "async"
@@ -307,14 +309,14 @@ class Trainer:
                     if a.mode == "sync" and a.partial_rollouts:
                         manager.pause()
                     t1 = time.perf_counter()
-                    m = await asyncio.to_thread(self._update, groups)
+                    m = await asyncio.to_thread(self._in_learner_thread, self._update, groups)
                     train_s = time.perf_counter() - t1
                     self.state.version += 1
                     self.state.trained += [g.index for g in groups]
                     self.state.dropped += stats.dropped
                     self.state.cursor = manager.dispatched
                     t2 = time.perf_counter()
-                    await self._push_weights()  # waits for the engine's running decode batch
+                    await self._push_weights()  # lands between two of the engine's decode steps
                     push_s = time.perf_counter() - t2
                     manager.resume()
                     await manager.notify()
@@ -332,6 +334,20 @@ class Trainer:
             await asyncio.gather(runner, return_exceptions=True)
             await manager.close()
         self._save()  # after the rollouts stopped, so it accounts for every stored group
+
+    def _in_learner_thread(self, fn: Any, *args: Any) -> Any:
+        """Call `fn` on a worker thread with the learner's share of torch threads (thread-local)."""
+        torch.set_num_threads(self._learner_threads)
+        return fn(*args)
+
+    def _split_threads(self) -> None:
+        """Async RL runs the engine's decode thread and the learner at the same time: each gets
+        half of the torch threads instead of both taking all of them (oversubscribed cores,
+        slower for both). Sync RL and the warm start run one at a time, with all of them."""
+        threads = self.cfg.model.torch_threads or self._threads
+        split = self.cfg.async_.mode == "async" and self.cfg.async_.split_threads and threads > 1
+        self.engine.threads = threads // 2 if split else threads
+        self._learner_threads = threads - threads // 2 if split else threads
 
     def _update(self, groups: list[Group]) -> dict[str, float]:
         trajs, weights = [], []
