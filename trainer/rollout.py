@@ -19,7 +19,10 @@ trainer expresses its mode; `notify()` re-checks it:
                    ahead of the learner by at most `max_staleness` versions (AReaL).
 
 Episodes that failed for infrastructure reasons (engine or env errors) are left out of their
-group (recorded); the model is not trained on faults that are not its own.
+group (recorded); the model is not trained on faults that are not its own. A group left with
+no episode is replaced by a fresh one (the learner's batch would otherwise never fill), and
+`max_failed_groups` such groups in a row stop the run with a `RolloutError` naming the last
+failure: a dead engine or env fails loudly instead of hanging the trainer.
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ from .store import TrajectoryStore
 
 log = logging.getLogger(__name__)
 INFRA_FAILURES = ("engine_error", "env_error")
+
+
+class RolloutError(RuntimeError):
+    """Rollouts keep failing for reasons that are not the model's (engine or env down)."""
 
 
 @dataclass
@@ -67,6 +74,7 @@ class RolloutManager:
         cursor: int = 0,
         redo: list[int] | None = None,
         tree: TreeConfig | None = None,
+        max_failed_groups: int = 8,
     ) -> None:
         """With `tree`, a group is one rollout tree's leaves (`arborl.agents.tree`) instead of
         `group_size` independent episodes."""
@@ -83,6 +91,9 @@ class RolloutManager:
         self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._wake = asyncio.Condition()
         self._errors: list[BaseException] = []
+        self.max_failed_groups = max_failed_groups
+        self._failed_in_a_row = 0  # groups in a row with no episode that ran
+        self._last_failure = ""
 
     # ---- control ------------------------------------------------------------------------
     async def notify(self) -> None:
@@ -128,7 +139,8 @@ class RolloutManager:
         if self._errors:
             return True
         room = len(self._in_flight) < self.max_in_flight
-        return room and (bool(self.redo) or self.cursor < self.limit())
+        # groups that came back empty do not count: fresh ones take their place
+        return room and (bool(self.redo) or self.cursor < self.limit() + len(self.stats.empty_groups))
 
     async def stop(self) -> None:
         """Cancel the groups in flight (their indices can be run again on resume)."""
@@ -153,6 +165,7 @@ class RolloutManager:
         traj = ep.trajectory
         if traj.truncation in INFRA_FAILURES:
             self.stats.infra_failures += 1
+            self._last_failure = f"{traj.truncation}: {ep.error}"
             log.warning("group %d: an episode failed (%s): %s; left out", index, traj.truncation, ep.error)
             return None
         traj.metrics["task_index"] = float(index)
@@ -172,7 +185,14 @@ class RolloutManager:
             self.stats.episodes_done += len(trajs)
             if not trajs:
                 self.stats.empty_groups.append(index)
+                self._failed_in_a_row += 1
+                if self._failed_in_a_row >= self.max_failed_groups:
+                    raise RolloutError(
+                        f"{self._failed_in_a_row} groups in a row had no episode that ran: "
+                        f"the engine or env keeps failing (last: {self._last_failure or 'unknown'})"
+                    )
                 return
+            self._failed_in_a_row = 0
             group = Group(index, trajs)
             # Once its file is being written, the group must reach the buffer even if the run
             # stops now (the thread finishes the write regardless of a cancel): a stored group

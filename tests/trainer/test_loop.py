@@ -13,14 +13,17 @@ import time
 from pathlib import Path
 
 import arith_suite  # noqa: F401 - registers the test-arith suite
+import gymnasium
 import pytest
 
 from arborl.agents import read_trajectories
+from arborl.envs import register_env
 from arborl.trainer.checkpoint import Checkpointer
 from arborl.trainer.config import TrainConfig
 from arborl.trainer.loop import RunDirError, Trainer
 from arborl.trainer.metrics import read_metrics
 from arborl.trainer.report import write_report
+from arborl.trainer.rollout import RolloutError
 
 HERE = Path(__file__).resolve().parent
 
@@ -161,3 +164,34 @@ def test_kl_to_the_starting_policy_and_a_step_level_estimator(tmp_path):
     asyncio.run(Trainer(cfg).run())
     rl = [e for e in read_metrics(tmp_path / "kl") if e["phase"] == "rl"]
     assert len(rl) == 2 and all("actor/kl" in e for e in rl)
+
+
+class ToolsDown(gymnasium.Wrapper):
+    """The tool env with its tool server down: every step raises (an env fault, not the model's)."""
+
+    async def areset(self, **kwargs):
+        return await self.env.unwrapped.areset(**kwargs)
+
+    async def astep(self, action):
+        raise ConnectionError("tool server unreachable")
+
+    async def afinish(self):
+        return await self.env.unwrapped.afinish()
+
+    async def aclose(self):
+        await self.env.unwrapped.aclose()
+
+
+def test_an_env_that_keeps_failing_stops_the_run_with_its_error_instead_of_hanging(tmp_path):
+    """Groups left empty by env faults are replaced by fresh ones (so the learner's batch can
+    still fill) until 8 in a row failed: then the run stops and says why."""
+    register_env(
+        "test/ToolsDown-v0", lambda **kw: ToolsDown(gymnasium.make("arborl/Tool-v0", **kw)), force=True
+    )
+    cfg = config(tmp_path / "down", sft={"steps": 0}, rollout={"env_id": "test/ToolsDown-v0"})
+    with pytest.raises(
+        RolloutError, match=r"8 groups in a row .* env_error: ConnectionError: tool server unreachable"
+    ):
+        asyncio.run(Trainer(cfg).run())
+    evals = [e for e in read_metrics(tmp_path / "down") if e["phase"] == "eval-rl"]
+    assert evals[0]["success"] == 0.0  # the evaluation ran and scored the failures, then RL stopped
