@@ -12,7 +12,8 @@ number of RL samples in each mode:
 - async           generation runs ahead of the learner by up to `--staleness` versions
                   (12 groups in flight)
 - async (S, G)    the same with staleness S and G groups in flight (`--wide S,G`): more
-                  episodes per decode batch and more tool latency hidden, staler samples
+                  rows in the engine's running batch and more tool latency hidden, staler
+                  samples
 
 Reports end-to-end samples/s of the RL phase as ratios against sync measured in this run,
 and overlays the learning curves (rollout reward per step; held-out success before and
