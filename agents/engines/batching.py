@@ -281,6 +281,8 @@ class StepRunner(_WeightsGate):
                     if new:
                         admitted.update(req for req, _ in new)  # before: the prefill may fail
                         batch.admit([req.rows[i] for req, i in new], new, version)
+                    if not len(batch):  # what was queued had been cancelled
+                        continue
                     for (req, i), result in batch.step():
                         req.results[i] = result
                         req.left -= 1
