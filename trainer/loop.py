@@ -344,7 +344,7 @@ class Trainer:
         """Async RL runs the engine's decode thread and the learner at the same time: each gets
         half of the torch threads instead of both taking all of them (oversubscribed cores,
         slower for both). Sync RL and the warm start run one at a time, with all of them."""
-        threads = self.cfg.model.torch_threads or self._threads
+        threads = self._threads  # the run's (model.torch_threads, when set)
         split = self.cfg.async_.mode == "async" and self.cfg.async_.split_threads and threads > 1
         self.engine.threads = threads // 2 if split else threads
         self._learner_threads = threads - threads // 2 if split else threads

@@ -45,6 +45,7 @@ from .config import HFEngineConfig
 from .scoring import processed_logits, sample_rows, score_tokens
 from .weights import load_state_dict_from_path
 
+_Kv = list[tuple[torch.Tensor, torch.Tensor]]  # a KV cache's keys and values, per layer
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -81,7 +82,7 @@ class HFEngine(InferenceEngine):
         self._runner = StepRunner(lambda: _DecodeBatch(self), config.max_batch_size)
         self._reference: Any | None = None  # float64 copy for `score`, rebuilt after updates
         # Rows prefilled lately under weights `_recent_version`, with their KV (decode thread only).
-        self._recent: list[tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]]]] = []
+        self._recent: list[tuple[list[int], _Kv]] = []
         self._recent_version = -1
 
     @property
@@ -145,17 +146,14 @@ class HFEngine(InferenceEngine):
     # -- the decode loop (the runner's thread) --------------------------------------------
 
     @torch.inference_mode()
-    def prefill(
-        self, seqs: list[list[int]]
-    ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor, torch.Tensor]:
+    def prefill(self, seqs: list[list[int]]) -> tuple[_Kv, torch.Tensor, torch.Tensor]:
         """Left-padded KV per layer ``[B, heads, W, dim]``, attention mask ``[B, W]`` and
         next-token logits ``[B, V]`` of `seqs`, computed without padding tokens and with
         every shared prefix computed once (a walk down the rows' prefix tree)."""
-        Kv = list[tuple[torch.Tensor, torch.Tensor]]
-        rows: list[Kv] = [[] for _ in seqs]
+        rows: list[_Kv] = [[] for _ in seqs]
         logits: list[torch.Tensor] = [torch.empty(0)] * len(seqs)
 
-        def extend(kv: Kv, tokens: list[int], at: int) -> tuple[Kv, torch.Tensor]:
+        def extend(kv: _Kv, tokens: list[int], at: int) -> tuple[_Kv, torch.Tensor]:
             cache = self._cache(kv)
             out = self.model(
                 input_ids=torch.tensor([tokens], device=self.device),
@@ -165,12 +163,10 @@ class HFEngine(InferenceEngine):
             )
             return [(layer.keys, layer.values) for layer in cache.layers], out.logits[0, -1]
 
-        def walk(idx: list[int], kv: Kv, at: int, last: torch.Tensor) -> None:
+        def walk(idx: list[int], kv: _Kv, at: int, last: torch.Tensor) -> None:
             """`kv`: the cache of ``seqs[i][:at]``, the same for every i in `idx`."""
-            first, end = seqs[idx[0]], min(len(seqs[i]) for i in idx)
-            shared = at
-            while shared < end and all(seqs[i][shared] == first[shared] for i in idx):
-                shared += 1
+            first = seqs[idx[0]]
+            shared = min(_shared_len(first, seqs[i], len(seqs[i])) for i in idx)
             if shared > at:
                 kv, last = extend(kv, first[at:shared], at)
             branches: dict[int, list[int]] = {}
@@ -187,22 +183,11 @@ class HFEngine(InferenceEngine):
         start, base = self._cached_prefix(seqs)
         walk(list(range(len(seqs))), base, start, torch.empty(0))
         self._recent = (self._recent + [(s, kv) for s, kv in zip(seqs, rows, strict=True)])[-32:]
-        width = max(len(s) for s in seqs)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long, device=self.device)
-        kv = []
-        for layer in range(len(rows[0])):
-            k0, v0 = rows[0][layer]
-            keys = k0.new_zeros((len(seqs), k0.shape[1], width, k0.shape[3]))
-            values = v0.new_zeros((len(seqs), v0.shape[1], width, v0.shape[3]))
-            for i, s in enumerate(seqs):
-                keys[i, :, width - len(s) :] = rows[i][layer][0][0]
-                values[i, :, width - len(s) :] = rows[i][layer][1][0]
-            kv.append((keys, values))
-        for i, s in enumerate(seqs):
-            mask[i, width - len(s) :] = 1
+        ones = [torch.ones((1, len(s)), dtype=torch.long, device=self.device) for s in seqs]
+        kv, mask = _stack_left(rows, ones)
         return kv, mask, torch.stack(logits)
 
-    def _cached_prefix(self, seqs: list[list[int]]) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]]]:
+    def _cached_prefix(self, seqs: list[list[int]]) -> tuple[int, _Kv]:
         """The longest start of every row in `seqs` that a recently prefilled row shares, and
         its KV (a prefix of a cache is the cache of the prefix). Recent rows are those of the
         current weights: the system prompt and tool list, a group's task, or the row's own
@@ -214,17 +199,13 @@ class HFEngine(InferenceEngine):
             return 0, []
 
         def common(a: list[int], b: list[int]) -> int:  # a row keeps >= 1 token of its own
-            lo, hi = 0, min(len(a), len(b) - 1)
-            while lo < hi:  # bisect on slice equality (compared in C)
-                mid = (lo + hi + 1) // 2
-                lo, hi = (mid, hi) if a[:mid] == b[:mid] else (lo, mid - 1)
-            return lo
+            return _shared_len(a, b, len(b) - 1)
 
         seq, kv = max(self._recent, key=lambda e: sum(common(e[0], s) for s in seqs))
         start = min(common(seq, s) for s in seqs)
         return start, [(k[:, :, :start], v[:, :, :start]) for k, v in kv] if start else []
 
-    def _cache(self, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    def _cache(self, kv: _Kv) -> Any:
         """A `DynamicCache` holding `kv` (per layer); the model appends to it, the tensors stay."""
         from transformers import DynamicCache
 
@@ -235,8 +216,8 @@ class HFEngine(InferenceEngine):
 
     @torch.inference_mode()
     def decode(
-        self, kv: list[tuple[torch.Tensor, torch.Tensor]], mask: torch.Tensor, tokens: torch.Tensor
-    ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor, torch.Tensor]:
+        self, kv: _Kv, mask: torch.Tensor, tokens: torch.Tensor
+    ) -> tuple[_Kv, torch.Tensor, torch.Tensor]:
         """One decode step: `tokens` [B] appended to the cache; the new KV, mask and logits."""
         cache = self._cache(kv)
         mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
@@ -262,6 +243,28 @@ class _Slot:
     versions: list[int] = field(default_factory=list)
 
 
+def _shared_len(a: list[int], b: list[int], limit: int) -> int:
+    """Length of the common start of `a` and `b`, at most `limit` (bisects on slice
+    equality, which Python compares in C)."""
+    lo, hi = 0, min(len(a), len(b), limit)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if a[:mid] == b[:mid] else (lo, mid - 1)
+    return lo
+
+
+def _stack_left(kvs: list[_Kv], masks: list[torch.Tensor]) -> tuple[_Kv, torch.Tensor]:
+    """Left-padded batches (per-layer KV ``[b, heads, w, dim]``, mask ``[b, w]``) stacked
+    into one, each padded on the left to the widest."""
+    width = max(m.shape[1] for m in masks)
+
+    def stack(layer: int, j: int) -> torch.Tensor:  # j: 0 keys, 1 values
+        return torch.cat([_pad_left(part[layer][j], width, 2) for part in kvs])
+
+    kv = [(stack(layer, 0), stack(layer, 1)) for layer in range(len(kvs[0]))]
+    return kv, torch.cat([_pad_left(m, width, 1) for m in masks])
+
+
 def _pad_left(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
     missing = width - t.shape[dim]
     if missing <= 0:
@@ -278,7 +281,7 @@ class _DecodeBatch:
         self.engine = engine
         self.version = -1
         self.slots: list[_Slot] = []
-        self.kv: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.kv: _Kv = []
         self.mask = torch.zeros((0, 0), dtype=torch.long)
         self.logits = torch.zeros((0, 0))
 
@@ -300,15 +303,7 @@ class _DecodeBatch:
         ]
         kv, mask, logits = e.prefill([s.row.prompt for s in slots])
         if self.slots:
-            width = max(mask.shape[1], self.mask.shape[1])
-            kv = [
-                (
-                    torch.cat([_pad_left(k0, width, 2), _pad_left(k1, width, 2)]),
-                    torch.cat([_pad_left(v0, width, 2), _pad_left(v1, width, 2)]),
-                )
-                for (k0, v0), (k1, v1) in zip(self.kv, kv, strict=True)
-            ]
-            mask = torch.cat([_pad_left(self.mask, width, 1), _pad_left(mask, width, 1)])
+            kv, mask = _stack_left([self.kv, kv], [self.mask, mask])
             logits = torch.cat([self.logits, logits])
         self.slots += slots
         self.kv, self.mask, self.logits, self.version = kv, mask, logits, version
