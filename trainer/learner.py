@@ -18,9 +18,12 @@ vanilla, gspo, cispo, ...), aggregated by verl's `agg_loss` with global token / 
 counts so that micro-batching does not change the loss. Off-policy correction (asynchronous
 rollouts sample with older weights):
 
-- ``decoupled`` (default): recompute the proximal log-probs ``π_prox`` (the weights at the
-  start of this step); PPO clips ``π_θ/π_prox``; each token is weighted by the truncated
-  importance ratio ``min(π_prox/π_behav, C)`` (verl's rollout-correction weights).
+- ``decoupled`` (default): the proximal log-probs ``π_prox`` are the weights at the start of
+  this step; PPO clips ``π_θ/π_prox``; each token is weighted by the truncated importance
+  ratio ``min(π_prox/π_behav, C)`` (verl's rollout-correction weights). An update is one
+  optimiser step, so ``π_prox`` is the policy being trained: its log-probs are the training
+  forward's, detached (``proximal="reuse"``, as verl does on-policy), instead of a second
+  forward over the batch. A model with dropout recomputes them in eval mode.
 - ``tis``: no recompute; truncated importance sampling on a REINFORCE loss,
   ``-min(π_θ/π_behav, C) · A · log π_θ`` (verl's bypass mode).
 - ``none``: PPO around the behaviour policy itself (``π_prox := π_behav``).
@@ -67,6 +70,11 @@ class LearnerConfig(BaseModel):
     kl_penalty: str = Field("low_var_kl", description="verl kl_penalty estimator name")
     correction: Literal["decoupled", "tis", "none"] = Field("decoupled", description="off-policy correction")
     is_threshold: float = Field(2.0, gt=0, description="truncation C of importance weights")
+    proximal: Literal["reuse", "recompute"] = Field(
+        "reuse",
+        description="decoupled: take π_prox from the training forward (detached) or from a "
+        "second forward; a model with dropout always recomputes",
+    )
     micro_batch_size: int = Field(8, ge=1, description="rows per forward/backward")
     temperature: float = Field(1.0, gt=0, description="the rollout sampling temperature")
     kernel_backend: Literal["auto", "torch", "triton"] = "auto"
@@ -216,15 +224,13 @@ class Learner:
         mask = batch["response_mask"].float()
         metrics: dict[str, float] = {}
         behav = batch["rollout_log_probs"].float()
-        if cfg.correction == "decoupled":
+        # One optimiser step per update: the proximal policy is the one being trained, so its
+        # log-probs can come from the training forward itself (one forward instead of two).
+        reuse = cfg.correction == "decoupled" and cfg.proximal == "reuse" and not _has_dropout(self.model)
+        if cfg.correction == "decoupled" and not reuse:
             prox = self.compute_logprobs(data)
-            weights, is_metrics = compute_rollout_correction_weights(
-                (prox - behav) * mask, mask, rollout_is="token", rollout_is_threshold=cfg.is_threshold
-            )
-            batch["old_log_probs"], batch["is_weights"] = prox, weights
-            metrics.update({f"offpolicy/{k}": float(v) for k, v in is_metrics.items()})
-            metrics["offpolicy/log_ratio_abs_mean"] = _masked_mean((prox - behav).abs(), mask)
-        else:
+            batch["old_log_probs"], batch["is_weights"] = prox, self._is_weights(prox, behav, mask, metrics)
+        elif not reuse:
             batch["old_log_probs"] = behav
         if self.ref_model is not None and cfg.kl_coef > 0:
             batch["ref_log_prob"] = self.compute_logprobs(data, self.ref_model)
@@ -233,9 +239,17 @@ class Learner:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
-        for _, mb in self._micro_batches(data):
+        prox_all = torch.zeros_like(behav)
+        for idx, mb in self._micro_batches(data):
             logp, ent = self._forward(self.model, mb)
             m = mb["response_mask"].float()
+            if reuse:
+                prox = logp.detach().float()
+                mb["old_log_probs"], mb["is_weights"] = (
+                    prox,
+                    self._is_weights(prox, mb["rollout_log_probs"].float(), m),
+                )
+                prox_all[idx, : prox.shape[1]] = prox
             pg_loss, pg_metrics = self.loss_fn(
                 mb["old_log_probs"],
                 logp,
@@ -262,9 +276,28 @@ class Learner:
             for k, v in pg_metrics.items():
                 if isinstance(v, int | float):
                     sums[k] = sums.get(k, 0.0) + float(v) * share
+        if reuse:  # the statistics over the whole batch, as the recompute path logs them
+            self._is_weights(prox_all, behav, mask, metrics)
         metrics.update(sums)
         metrics.update(self._step())
         return metrics
+
+    def _is_weights(
+        self,
+        prox: torch.Tensor,
+        behav: torch.Tensor,
+        mask: torch.Tensor,
+        metrics: dict[str, float] | None = None,
+    ) -> torch.Tensor:
+        """Truncated per-token importance weights ``min(π_prox/π_behav, C)`` (verl's); their
+        statistics go into `metrics` when given."""
+        weights, is_metrics = compute_rollout_correction_weights(
+            (prox - behav) * mask, mask, rollout_is="token", rollout_is_threshold=self.config.is_threshold
+        )
+        if metrics is not None:
+            metrics.update({f"offpolicy/{k}": float(v) for k, v in is_metrics.items()})
+            metrics["offpolicy/log_ratio_abs_mean"] = _masked_mean((prox - behav).abs(), mask)
+        return weights
 
     def sft_update(self, data: Any, env_weight: float = 0.0) -> dict[str, float]:
         """One optimiser step of token-mean negative log-likelihood on the loss-mask tokens.
@@ -316,6 +349,14 @@ class Learner:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.steps = int(state["steps"])
+
+
+def _has_dropout(model: Any) -> bool:
+    """Whether training mode changes the model's outputs (a dropout probability above 0)."""
+    config = getattr(model, "config", None)
+    rates = [v for k, v in (config.to_dict() if config is not None else {}).items() if k.endswith("dropout")]
+    modules = [m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    return any(isinstance(r, float | int) and r > 0 for r in rates + modules)
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:

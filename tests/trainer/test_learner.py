@@ -109,6 +109,46 @@ def test_micro_batching_does_not_change_the_gradient(base_model, agg):
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-7)
 
 
+def _update_counting_forwards(base_model, **cfg):
+    """Gradient, metrics and number of model forwards of one PPO update (optimiser step
+    held back so the gradient stays to compare)."""
+    model = copy.deepcopy(base_model)
+    data = batch(model)
+    data.batch["advantages"] = torch.linspace(-1, 1, 6).unsqueeze(1) * data.batch["response_mask"]
+    learner = Learner(model, LearnerConfig(lr=1e-3, temperature=T, micro_batch_size=4, grad_clip=1e9, **cfg))
+    learner.optimizer.step = lambda: None
+    calls = []
+    hook = model.model.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        metrics = learner.ppo_update(data)
+    finally:
+        hook.remove()
+    grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    return grad, metrics, len(calls)
+
+
+def test_decoupled_reuses_the_training_forward_for_the_proximal_policy(base_model):
+    """One optimiser step per update: π_prox is the policy being trained, so its log-probs
+    come from the training forward (detached): the same gradient and off-policy statistics
+    as a second forward gives, with half the forwards."""
+    g_reuse, m_reuse, n_reuse = _update_counting_forwards(base_model, proximal="reuse")
+    g_again, m_again, n_again = _update_counting_forwards(base_model, proximal="recompute")
+    assert (n_reuse, n_again) == (2, 4)  # 6 rows in micro-batches of 4
+    torch.testing.assert_close(g_reuse, g_again, rtol=1e-4, atol=1e-7)
+    for key in ("offpolicy/log_ratio_abs_mean", "offpolicy/rollout_is_eff_sample_size", "actor/pg_loss"):
+        assert m_reuse[key] == pytest.approx(m_again[key], rel=1e-4), key
+    assert m_reuse["offpolicy/log_ratio_abs_mean"] == pytest.approx(0.04, rel=0.3)
+
+
+def test_a_model_with_dropout_recomputes_the_proximal_policy_in_eval_mode(base_model):
+    dropped = copy.deepcopy(base_model)
+    dropped.config.attention_dropout = 0.1
+    for layer in dropped.model.layers:
+        layer.self_attn.attention_dropout = 0.1
+    _, metrics, forwards = _update_counting_forwards(dropped, proximal="reuse")
+    assert forwards == 4 and np.isfinite(metrics["actor/pg_loss"])
+
+
 def test_sft_lowers_the_nll_of_demonstrations(model):
     data = batch(model)
     learner = Learner(model, LearnerConfig(lr=3e-3, temperature=1.0))
