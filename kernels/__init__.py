@@ -3,12 +3,15 @@
 - ``fused_logprob_entropy``: per-token log-prob + entropy from hidden states and the LM head,
   never materialising ``[tokens, vocab]`` logits (chunked torch on CPU, Triton on CUDA).
 - ``fused_policy_loss``: verl's dual-clip PPO loss on top of it, one call from hidden states.
+- ``register_sdpa_gqa``: transformers attention (``sdpa_gqa``) whose SDPA reads grouped
+  key/value heads in place on CPU instead of repeating them under a mask.
 - ``discounted_returns``, ``gae``, ``gigpo_step_advantages``, ``tree_credit``: numba credit
   kernels over ragged, flattened trajectories and trees.
 
 The Triton backend (``arborl.kernels.logprob_triton``) is imported lazily, only when chosen.
 """
 
+from .attention import register_sdpa_gqa
 from .credit import broadcast_to_tokens, discounted_returns, gae, gigpo_step_advantages, tree_credit
 from .errors import (
     BackendUnavailableError,
@@ -52,6 +55,7 @@ __all__ = [
     "materialized_logprob_entropy",
     "ppo_clip_loss",
     "register_agg",
+    "register_sdpa_gqa",
     "resolve_backend",
     "tree_credit",
 ]

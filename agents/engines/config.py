@@ -22,7 +22,11 @@ class HFEngineConfig(BaseModel):
         "float32", description="weights and compute dtype; log-probs are always float32"
     )
     device: str = Field("cpu", description="torch device")
-    attn_implementation: Literal["sdpa", "eager"] = "sdpa"
+    attn_implementation: Literal["sdpa_gqa", "sdpa", "eager"] = Field(
+        "sdpa_gqa",
+        description="transformers attention; sdpa_gqa: SDPA reading grouped key/value heads in place "
+        "on CPU (arborl.kernels.attention), transformers' sdpa elsewhere",
+    )
     max_batch_size: int = Field(64, ge=1, description="rows (prompts x n) per decode batch")
     torch_threads: int | None = Field(
         None, ge=1, description="torch threads of the decode thread (thread-local); None: torch's default"

@@ -16,6 +16,9 @@ prompt and tool list, the group's task, or the episode's previous turn: a prefix
 cache is the cache of the prefix). The per-row caches are then laid into the padded one. A
 multi-turn agent's prompts are long, alike and of mixed lengths, so this saves most of the
 engine's work. Finished rows leave the cache at once, and columns no row needs are cut.
+Decoding appends each step's keys and values in place, into spare columns of the cache's
+buffers (`hf_cache.RoomyLayer`), and attention reads grouped key/value heads without
+repeating them (`attn_implementation="sdpa_gqa"`, `arborl.kernels.attention`).
 
 A weight update may land between two decode steps: the batch then prefills every row again
 (prompt + tokens so far) with the new weights, so each token is sampled by exactly the
@@ -64,13 +67,19 @@ class HFEngine(InferenceEngine):
     kind = "transformers"
 
     def __init__(self, config: HFEngineConfig, model: Any | None = None) -> None:
-        """Load `config.model` with `from_pretrained`, or wrap an already loaded `model`."""
+        """Load `config.model` with `from_pretrained`, or wrap an already loaded `model` (which
+        is switched to `config.attn_implementation`)."""
         from transformers import AutoModelForCausalLM
 
+        from arborl.kernels.attention import register_sdpa_gqa
+
+        register_sdpa_gqa()
         self.config = config
         self.model: Any = model or AutoModelForCausalLM.from_pretrained(
             config.model, dtype=_DTYPES[config.dtype], attn_implementation=config.attn_implementation
         )
+        if self.model.config._attn_implementation != config.attn_implementation:
+            self.model.set_attn_implementation(config.attn_implementation)
         self.model.to(config.device).eval()
         self.device = torch.device(config.device)
         self.eos_ids = _eos_ids(self.model)
@@ -206,28 +215,36 @@ class HFEngine(InferenceEngine):
         return start, [(k[:, :, :start], v[:, :, :start]) for k, v in kv] if start else []
 
     def _cache(self, kv: _Kv) -> Any:
-        """A `DynamicCache` holding `kv` (per layer); the model appends to it, the tensors stay."""
+        """A transformers cache holding `kv` (per layer) without copying it; the model's
+        update concatenates onto it, so `kv` itself stays as it is (a shared prefix's)."""
         from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
 
         cache = DynamicCache(config=self.model.config)
         for i, (k, v) in enumerate(kv):
-            cache.update(k, v, i)
+            if i == len(cache.layers):
+                cache.layers.append(DynamicLayer())
+            layer = cache.layers[i]
+            layer.lazy_initialization(k, v)
+            layer.keys, layer.values = k, v
         return cache
 
     @torch.inference_mode()
     def decode(
-        self, kv: _Kv, mask: torch.Tensor, tokens: torch.Tensor
-    ) -> tuple[_Kv, torch.Tensor, torch.Tensor]:
-        """One decode step: `tokens` [B] appended to the cache; the new KV, mask and logits."""
-        cache = self._cache(kv)
+        self, layers: list[Any], mask: torch.Tensor, tokens: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One decode step: `tokens` [B] appended to the cache `layers` (`hf_cache.RoomyLayer`s,
+        written in place); the new mask and logits."""
+        from transformers.cache_utils import Cache
+
         mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
         logits = self.model(
             input_ids=tokens.unsqueeze(1),
             attention_mask=mask,
             position_ids=mask.sum(-1, keepdim=True) - 1,
-            past_key_values=cache,
+            past_key_values=Cache(layers=layers),
         ).logits[:, -1]
-        return [(layer.keys, layer.values) for layer in cache.layers], mask, logits
+        return mask, logits
 
 
 @dataclass(eq=False)
@@ -281,18 +298,29 @@ class _DecodeBatch:
         self.engine = engine
         self.version = -1
         self.slots: list[_Slot] = []
-        self.kv: _Kv = []
+        self._kv: _Kv = []
+        self._layers: list[Any] | None = None  # the same cache, as `RoomyLayer`s to decode into
         self.mask = torch.zeros((0, 0), dtype=torch.long)
         self.logits = torch.zeros((0, 0))
 
     def __len__(self) -> int:
         return len(self.slots)
 
+    @property
+    def kv(self) -> _Kv:
+        """The batch's KV cache per layer ``[B, heads, W, dim]`` (left-padded)."""
+        return self._kv if self._layers is None else [(la.keys, la.values) for la in self._layers]
+
+    @kv.setter
+    def kv(self, kv: _Kv) -> None:
+        self._kv, self._layers = kv, None
+
     def _threads(self) -> None:
         """Follow `engine.threads` (this runs on the decode thread; a trainer changes it)."""
         if self.engine.threads and torch.get_num_threads() != self.engine.threads:
             torch.set_num_threads(self.engine.threads)
 
+    @torch.inference_mode()
     def admit(self, rows: list[Row], keys: list[Any], version: int) -> None:
         self._threads()
         e = self.engine
@@ -308,10 +336,12 @@ class _DecodeBatch:
         self.slots += slots
         self.kv, self.mask, self.logits, self.version = kv, mask, logits, version
 
+    @torch.inference_mode()
     def refresh(self, version: int) -> None:
         self.kv, self.mask, self.logits = self.engine.prefill([s.row.prompt + s.tokens for s in self.slots])
         self.version = version
 
+    @torch.inference_mode()
     def retain(self, keep: Callable[[Any], bool]) -> None:
         self._select([i for i, s in enumerate(self.slots) if keep(s.key)])
 
@@ -325,10 +355,13 @@ class _DecodeBatch:
         at = torch.tensor(idx, device=self.mask.device)
         mask = self.mask[at]
         first = int((mask.sum(0) > 0).nonzero()[0])  # columns that are padding in every row left: cut
+        from .hf_cache import RoomyLayer
+
         self.mask = mask[:, first:]
-        self.kv = [(k[at, :, first:], v[at, :, first:]) for k, v in self.kv]
+        self._layers = [RoomyLayer.gather(k, v, at, first) for k, v in self.kv]  # one copy, with room
         self.logits = self.logits[at]
 
+    @torch.inference_mode()
     def step(self) -> list[tuple[Any, RowResult]]:
         self._threads()
         dev, rows = self.engine.device, [s.row for s in self.slots]
@@ -352,5 +385,9 @@ class _DecodeBatch:
                 going.append(i)
         self._select(going)
         if going:
-            self.kv, self.mask, self.logits = self.engine.decode(self.kv, self.mask, nxt[going])
+            if self._layers is None:
+                from .hf_cache import RoomyLayer
+
+                self._layers = [RoomyLayer.of(k, v) for k, v in self._kv]
+            self.mask, self.logits = self.engine.decode(self._layers, self.mask, nxt[going])
         return done
