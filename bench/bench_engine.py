@@ -18,6 +18,7 @@ import os
 import platform
 import random
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -27,15 +28,10 @@ from arborl.agents.engines import HFEngineConfig, SamplingParams
 from arborl.agents.engines.hf import HFEngine
 from arborl.agents.tiny import TinyModelConfig, ensure_tiny_model
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_trainer import main_job_model
+
 RESULTS = Path(__file__).resolve().parent / "results" / "engine.md"
-# the main job's model (cli/conf/train.yaml: model.tiny)
-MAIN_JOB = {
-    "hidden_size": 128,
-    "intermediate_size": 512,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-}
 
 
 def workload(vocab: int, rows: int, seed: int = 0) -> list[list[int]]:
@@ -58,7 +54,7 @@ def main() -> None:
     args = ap.parse_args()
     rows, new = (16, 16) if args.quick else (64, 64)
     rounds = 2 if args.quick else args.rounds
-    model = str(ensure_tiny_model(config=TinyModelConfig(**MAIN_JOB)))
+    model = str(ensure_tiny_model(config=TinyModelConfig(**main_job_model())))
     impls = ("sdpa", "sdpa_gqa")
     engines = {
         a: HFEngine(HFEngineConfig(model=model, attn_implementation=a, torch_threads=1)) for a in impls

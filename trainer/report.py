@@ -46,9 +46,21 @@ def _eval_curve(events: list[dict[str, Any]]) -> tuple[list[float], list[float]]
     return xs, ys
 
 
-def plot_runs(run_dirs: Sequence[str | Path], out_png: Path, labels: Sequence[str] | None = None) -> Path:
+def running_mean(values: Sequence[float], n: int) -> list[float]:
+    """The mean of each value and the `n` - 1 before it (fewer at the start)."""
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v - (values[i - n] if i >= n else 0.0)
+        out.append(total / min(i + 1, n))
+    return out
+
+
+def plot_runs(
+    run_dirs: Sequence[str | Path], out_png: Path, labels: Sequence[str] | None = None, smooth: int = 1
+) -> Path:
     """One panel per curve that any of the runs has: held-out success over minutes and over
-    RL steps (runs compared at the same number of samples), rollout reward, warm-start NLL."""
+    RL steps (runs compared at the same number of samples), rollout reward (a running mean
+    over `smooth` steps when above 1), warm-start NLL."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -58,7 +70,7 @@ def plot_runs(run_dirs: Sequence[str | Path], out_png: Path, labels: Sequence[st
     panels: list[tuple[str, str, bool, list[tuple[str, list[float], list[float]]]]] = [
         ("held-out success (%)", "minutes", True, []),
         ("held-out success (%)", "RL step", True, []),
-        ("rollout reward", "RL step", False, []),
+        ("rollout reward" + (f" (mean of {smooth} steps)" if smooth > 1 else ""), "RL step", False, []),
         ("warm start NLL", "SFT step", False, []),
     ]
     for run, label in zip(run_dirs, labels, strict=True):
@@ -67,7 +79,8 @@ def plot_runs(run_dirs: Sequence[str | Path], out_png: Path, labels: Sequence[st
         panels[0][3].append((label, x, [v * 100 for v in y]))
         x, y = _series(events, "eval-rl", "success")
         panels[1][3].append((label, x, [v * 100 for v in y]))
-        panels[2][3].append((label, *_series(events, "rl", "rollout/reward")))
+        x, y = _series(events, "rl", "rollout/reward")
+        panels[2][3].append((label, x, running_mean(y, smooth)))
         panels[3][3].append((label, *_series(events, "sft", "sft/nll")))
     # A panel no run has data for is left out (e.g. the NLL of runs without a warm start).
     panels = [p for i, p in enumerate(panels) if i == 0 or any(xs for _, xs, _ in p[3])]

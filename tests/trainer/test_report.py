@@ -6,7 +6,7 @@ import json
 
 from PIL import Image
 
-from arborl.trainer.report import curve_table, plot_runs
+from arborl.trainer.report import curve_table, plot_runs, running_mean
 
 
 def write_run(path, sft: bool):
@@ -30,3 +30,10 @@ def test_runs_without_a_warm_start_get_no_empty_nll_panel(tmp_path):
     four = Image.open(plot_runs([with_sft], tmp_path / "b.png")).size
     assert four[1] == three[1] and four[0] == three[0] * 4 // 3  # 5 inches a panel
     assert "| 3.0 | 75% |" in curve_table(with_sft)  # minutes since the first event (t=101 s)
+
+
+def test_the_rollout_reward_can_be_smoothed_by_a_running_mean(tmp_path):
+    assert running_mean([1.0, 3.0, 5.0, 7.0], 2) == [1.0, 2.0, 4.0, 6.0]
+    assert running_mean([2.0, 4.0], 10) == [2.0, 3.0]
+    run = write_run(tmp_path / "sync", sft=False)
+    assert Image.open(plot_runs([run], tmp_path / "s.png", smooth=10)).size[0] > 0
