@@ -16,15 +16,20 @@ then the same number of RL samples in each mode:
                   rows in the engine's running batch and more tool latency hidden, staler
                   samples
 
-Reports end-to-end samples/s of the RL phase as ratios against sync measured in this run,
-and overlays the learning curves (rollout reward, a running mean over 10 steps; held-out
-success before and after) to show asynchrony does not hurt learning. RL samples at
-temperature 0.6 with lr 3e-5: at temperature 1 the half-trained model's samples mostly fail,
-and at lr 1e-4 one update (fresh Adam) lowers the log-prob of the group's successes along
-with its failures (docs/trainer.md). Writes bench/results/trainer.md and
-bench/results/trainer.png.
+Throughput part: end-to-end samples/s of the RL phase as ratios against sync measured in
+this run, with the rollout-reward curves (10-step running means) and held-out success
+before and after (trainer.md, trainer.png). RL samples at temperature 0.6 with lr 3e-5: at
+temperature 1 the half-trained model's samples mostly fail, and at lr 1e-4 one update
+(fresh Adam) lowers the log-prob of a group's successes along with its failures
+(docs/trainer.md).
 
-    python bench/bench_trainer.py [--quick] [--steps 60] [--latency 0.3]
+Learning part: 60 steps move nothing measurable, so sync and the wide async mode train
+`--learning-steps` (300) steps each from the same start without injected latency, and the
+held-out success is measured before and after, sampled at the rollout temperature (64
+tasks x 8 samples x 3 seeds: what RL optimises) as well as greedy, to show whether stale
+samples cost learning (trainer-learning.md, trainer-learning.png).
+
+    python bench/bench_trainer.py [--quick] [--part all|throughput|learning] [--steps 60] [--latency 0.3]
 """
 
 from __future__ import annotations
@@ -138,6 +143,99 @@ def reward_trend(run_dir: Path, n: int = 10) -> str:
     return f"{sum(r[:n]) / len(r[:n]):.2f} → {sum(r[-n:]) / len(r[-n:]):.2f}" if r else "—"
 
 
+def sampled_success(model: str, args: argparse.Namespace, out: Path) -> list[float]:
+    """Held-out success of `model` sampling at the rollout temperature (what RL optimises;
+    greedy success hides a sharper distribution): the first `--eval-size` tasks × 8 samples,
+    once per seed, through `arborl eval`'s runner."""
+    from arborl.eval.config import EvalConfig
+    from arborl.eval.runner import run_eval
+
+    rates = []
+    for seed in range(args.seeds):
+        cfg = EvalConfig.model_validate(
+            {
+                "suite": args.suite,
+                "agent": "model",
+                "samples": 8,
+                "pass_k": [1],
+                "limit": args.eval_size,
+                "concurrency": 32,
+                "model": {
+                    "path": model,
+                    "temperature": args.temperature,
+                    "max_new_tokens": 64,
+                    "max_context_tokens": 1024,
+                    "seed": seed,
+                },
+                "run": {"dir": str(out / f"seed-{seed}"), "resume": False},
+                "report": False,
+            }
+        )
+        rates.append(asyncio.run(run_eval(cfg)).summary["resolved_rate"])
+    return rates
+
+
+def learning(args: argparse.Namespace, model: str) -> None:
+    """Sync against the wide async mode for `--learning-steps` from the same start, without
+    injected latency (learning, not waiting, is measured): held-out success sampled before
+    and after (trainer-learning.md, trainer-learning.png)."""
+    staleness, groups = (int(x) for x in (args.wide or "8,32").split(","))
+    modes = {
+        "sync": {"mode": "sync", "partial_rollouts": False},
+        f"async ({staleness}, {groups})": {
+            "mode": "async",
+            "max_staleness": staleness,
+            "max_groups_in_flight": groups,
+        },
+    }
+    out = args.out / "learning"
+    before = sampled_success(model, args, out / "eval-start")
+    rows, dirs = [], []
+    for name, mode in modes.items():
+        run_dir = out / re.sub(r"[^a-z0-9]+", "-", name).strip("-")
+        cfg = base_config(
+            run_dir,
+            args,
+            model={"path": model},
+            run={"steps": args.learning_steps, "eval_every": 50},
+            **{"async": mode},
+        )
+        summary = asyncio.run(Trainer(cfg).run())
+        after = sampled_success(str(run_dir), args, run_dir / "eval-end")
+        events = [e for e in read_metrics(run_dir) if e["phase"] == "rl"]
+        staleness_mean = sum(e.get("staleness/mean", 0.0) for e in events) / max(1, len(events))
+        rows.append((name, summary, after, rl_seconds(run_dir), staleness_mean))
+        dirs.append(run_dir)
+        print(f"{name}: sampled held-out {before} -> {after}", flush=True)
+    png = plot_runs(dirs, RESULTS / "trainer-learning.png", labels=list(modes), smooth=25)
+    pct = lambda xs: " / ".join(f"{x:.1%}" for x in xs)  # noqa: E731
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    table = "\n".join(
+        f"| {name} | {secs:.0f} | {stale:.1f} | {s['initial_success']:.0%} → {s['final_success']:.0%} "
+        f"| {pct(after)} | **{mean(after) - mean(before):+.1%}** |"
+        for name, s, after, secs, stale in rows
+    )
+    text = f"""# Trainer benchmark: does asynchrony hurt learning?
+
+`{shlex.join(["python", "bench/bench_trainer.py", *sys.argv[1:]])}` (learning part) on \
+{platform.node()} ({os.cpu_count()} cores), {time.strftime("%Y-%m-%d %H:%M")}. From the same start \
+({args.init_note or args.init or f"the main job's warm start cut to {args.sft_steps} steps"}), \
+{args.learning_steps} RL steps × 4 groups × 8 episodes in each mode on `{args.tasks}` (sampling \
+temperature {args.temperature}, lr {args.lr:g}), no injected latency. Held-out success is \
+measured greedy (the trainer's evaluation) and sampled at the rollout temperature: the \
+first {args.eval_size} `{args.suite}` tasks × 8 samples, once per seed ({args.seeds} seeds). \
+Before RL, sampled: {pct(before)} (mean {mean(before):.1%}).
+
+| mode | RL seconds | mean staleness | held-out greedy (start → end) | held-out sampled, per seed, after | change of the mean |
+|---|---:|---:|---|---|---:|
+{table}
+
+![learning curves]({png.name})
+"""
+    (RESULTS / "trainer-learning.md").write_text(text)
+    print(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
@@ -162,9 +260,18 @@ def main() -> None:
     ap.add_argument("--suite", default="tool-mini")
     ap.add_argument("--eval-size", type=int, default=64)
     ap.add_argument("--out", type=Path, default=Path("runs/bench-trainer"))
+    ap.add_argument(
+        "--part",
+        choices=["all", "throughput", "learning"],
+        default="all",
+        help="throughput: the four modes under tool latency (trainer.md); learning: sync vs the "
+        "wide async mode for --learning-steps without injected latency (trainer-learning.md)",
+    )
+    ap.add_argument("--learning-steps", type=int, default=300)
+    ap.add_argument("--seeds", type=int, default=3, help="sampled held-out evaluations per model")
     args = ap.parse_args()
     if args.quick:
-        args.steps, args.sft_steps, args.eval_size = 6, 20, 8
+        args.steps, args.sft_steps, args.eval_size, args.learning_steps, args.seeds = 6, 20, 8, 4, 1
     LATENCY["median"] = args.latency
     register_env("bench/SlowTool-v0", slow_tool_env, force=True)
     shutil.rmtree(args.out, ignore_errors=True)
@@ -182,7 +289,14 @@ def main() -> None:
             Trainer(base_config(warm, args, sft=recipe, tasks=counterfactual, run={"steps": 0})).run()
         )
         model = str(sorted((warm / "checkpoints").glob("step-*"))[-1] / "model")
+    if args.part in ("all", "learning"):
+        learning(args, model)
+    if args.part in ("all", "throughput"):
+        throughput(args, model)
 
+
+def throughput(args: argparse.Namespace, model: str) -> None:
+    """The four modes on the slow-tool workload: samples/s against sync (trainer.md)."""
     modes = {
         "sync": {"mode": "sync", "partial_rollouts": False},
         "sync+partial": {"mode": "sync", "partial_rollouts": True, "overprovision": 1.5},
