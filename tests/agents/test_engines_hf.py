@@ -298,3 +298,35 @@ async def test_the_decode_thread_takes_its_own_torch_threads(tiny_model):
     await engine.generate(PROMPTS, SamplingParams(max_new_tokens=3, ignore_eos=True))
     assert seen == {main + 1} and torch.get_num_threads() == main
     await engine.close()
+
+
+async def test_rows_cancelled_while_queued_are_never_prefilled(tiny_model, reference):
+    """A call cancelled while its rows wait for room in the running batch costs nothing: its
+    rows are dropped when they reach the head of the queue, not prefilled and decoded for no
+    one, and the engine serves the next call."""
+    engine = make_engine(HFEngineConfig(model=str(tiny_model), max_batch_size=len(PROMPTS)))
+    started, inner = decode_started(engine), engine.model.forward
+    prefilled: list[int] = []
+
+    def forward(*args, **kwargs):
+        if "attention_mask" not in kwargs:  # a prefill pass (decode steps carry the mask)
+            prefilled.append(kwargs["input_ids"].shape[0])
+        return inner(*args, **kwargs)
+
+    engine.model.forward = forward
+    running = asyncio.create_task(
+        engine.generate(PROMPTS, SamplingParams(max_new_tokens=60, ignore_eos=True))
+    )
+    await asyncio.to_thread(started.wait, 30)
+    queued = asyncio.create_task(engine.generate(SHARED, SamplingParams(max_new_tokens=60, ignore_eos=True)))
+    await asyncio.sleep(0)  # its rows are queued: the batch is full
+    queued.cancel()
+    before = list(prefilled)
+    assert [len(g.token_ids) for g in await running] == [60] * len(PROMPTS)
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    out = await engine.generate(PROMPTS[:1], SamplingParams(temperature=0, max_new_tokens=8, ignore_eos=True))
+    assert prefilled == [*before, 1]  # after the cancelled call was queued: the next call's row only
+    _, logits = plain_logprobs(reference, PROMPTS[0], out[0].token_ids)
+    assert out[0].token_ids == logits.argmax(-1).tolist()
+    await engine.close()
