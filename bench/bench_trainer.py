@@ -24,12 +24,16 @@ temperature 1 the half-trained model's samples mostly fail, and at lr 1e-4 one u
 (docs/trainer.md).
 
 Learning part: 60 steps move nothing measurable, so sync and the wide async mode train
-`--learning-steps` (300) steps each from the same start without injected latency, and the
-held-out success is measured before and after, sampled at the rollout temperature (64
-tasks x 8 samples x 3 seeds: what RL optimises) as well as greedy, to show whether stale
-samples cost learning (trainer-learning.md, trainer-learning.png).
+`--learning-steps` (300) steps each from the same start without injected latency,
+`--repeats` (5) times each, interleaved, and the held-out success is measured before and
+after every run, sampled at the rollout temperature (64 tasks x 8 samples x 3 seeds: what
+RL optimises) as well as greedy. Two runs of one mode differ by several points (rollout
+batches depend on timing), so the question whether stale samples cost learning is answered
+by the difference of the modes' mean changes with a 95 % interval (trainer-learning.md,
+trainer-learning.png).
 
     python bench/bench_trainer.py [--quick] [--part all|throughput|learning] [--steps 60] [--latency 0.3]
+                                  [--repeats 5] [--init RUN_DIR]
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import random
 import re
 import shlex
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -53,7 +58,7 @@ from arborl.envs import register_env
 from arborl.trainer.config import TrainConfig
 from arborl.trainer.loop import Trainer
 from arborl.trainer.metrics import read_metrics
-from arborl.trainer.report import plot_runs
+from arborl.trainer.report import _series, plot_runs, running_mean
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -175,10 +180,99 @@ def sampled_success(model: str, args: argparse.Namespace, out: Path) -> list[flo
     return rates
 
 
+# Two-sided 95 % quantiles of Student's t by degrees of freedom (standard table values): the
+# interval for the difference of the two modes' mean changes (Welch). Hand-written because
+# scipy is not a dependency of the project for one number.
+T975 = {
+    1: 12.71,
+    2: 4.30,
+    3: 3.18,
+    4: 2.78,
+    5: 2.57,
+    6: 2.45,
+    7: 2.36,
+    8: 2.31,
+    9: 2.26,
+    10: 2.23,
+    12: 2.18,
+    15: 2.13,
+    20: 2.09,
+    30: 2.04,
+}
+
+
+def t975(df: float) -> float:
+    """The table's quantile for the largest tabled degrees of freedom ≤ `df` (conservative)."""
+    return T975[max([k for k in T975 if k <= max(df, 1)])] if df < 60 else 1.96
+
+
+def welch(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """mean(b) - mean(a), its standard error, and the half-width of its 95 % Welch interval."""
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    se = (va + vb) ** 0.5
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1e9
+    return statistics.mean(b) - statistics.mean(a), se, t975(df) * se
+
+
+def plot_learning(runs: dict[str, list[Path]], changes: dict[str, list[float]], out_png: Path) -> Path:
+    """Rollout reward (25-step running mean) and greedy held-out success over RL steps, each
+    repeat thin and the mean of the repeats bold, modes overlaid; the sampled held-out change
+    of every repeat per mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for color, (name, dirs) in zip(("tab:blue", "tab:orange", "tab:green"), runs.items(), strict=False):
+        for ax, phase, key, smooth in (
+            (axes[0], "rl", "rollout/reward", 25),
+            (axes[1], "eval-rl", "success", 1),
+        ):
+            curves = []
+            for d in dirs:
+                xs, ys = _series(read_metrics(d), phase, key)
+                ys = running_mean(ys, smooth) if smooth > 1 else ys
+                curves.append((xs, [y * (100 if phase == "eval-rl" else 1) for y in ys]))
+                ax.plot(xs, curves[-1][1], color=color, alpha=0.25, lw=0.8)
+            n = min(len(xs) for xs, _ in curves)
+            mean = [statistics.mean(ys[i] for _, ys in curves) for i in range(n)]
+            ax.plot(curves[0][0][:n], mean, color=color, lw=2, label=f"{name} (mean of {len(dirs)})")
+        xs = [list(runs).index(name)] * len(changes[name])
+        axes[2].scatter(xs, [c * 100 for c in changes[name]], color=color, alpha=0.7)
+        axes[2].errorbar(
+            xs[0] + 0.15,
+            statistics.mean(changes[name]) * 100,
+            yerr=statistics.stdev(changes[name]) * 100 if len(changes[name]) > 1 else 0,
+            fmt="s",
+            color=color,
+            capsize=4,
+        )
+    axes[0].set_title("rollout reward (mean of 25 steps)")
+    axes[1].set_title("held-out success, greedy (%)")
+    axes[2].set_title("held-out success sampled: change (points)")
+    axes[2].set_xticks(range(len(runs)), list(runs))
+    axes[2].set_xlim(-0.5, len(runs) - 0.5)
+    axes[2].axhline(0, color="grey", lw=0.8)
+    for ax in axes[:2]:
+        ax.set_xlabel("RL step")
+        ax.legend()
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=110)
+    plt.close(fig)
+    return out_png
+
+
 def learning(args: argparse.Namespace, model: str) -> None:
     """Sync against the wide async mode for `--learning-steps` from the same start, without
-    injected latency (learning, not waiting, is measured): held-out success sampled before
-    and after (trainer-learning.md, trainer-learning.png)."""
+    injected latency (learning, not waiting, is measured), `--repeats` times each: held-out
+    success sampled before and after every run, and the difference of the two modes' mean
+    changes with a 95 % interval (trainer-learning.md, trainer-learning.png). Every run draws
+    the same task stream (`tasks.seed`); repeat i of both modes has run seed i (the torch and
+    sampling RNGs). Runs differ by more than their seeds (the rollout batches depend on
+    timing), so repeats are what measure the spread."""
     staleness, groups = (int(x) for x in (args.wide or "8,32").split(","))
     modes = {
         "sync": {"mode": "sync", "partial_rollouts": False},
@@ -190,44 +284,69 @@ def learning(args: argparse.Namespace, model: str) -> None:
     }
     out = args.out / "learning"
     before = sampled_success(model, args, out / "eval-start")
-    rows, dirs = [], []
-    for name, mode in modes.items():
-        run_dir = out / re.sub(r"[^a-z0-9]+", "-", name).strip("-")
-        cfg = base_config(
-            run_dir,
-            args,
-            model={"path": model},
-            run={"steps": args.learning_steps, "eval_every": 50},
-            **{"async": mode},
-        )
-        summary = asyncio.run(Trainer(cfg).run())
-        after = sampled_success(str(run_dir), args, run_dir / "eval-end")
-        events = [e for e in read_metrics(run_dir) if e["phase"] == "rl"]
-        staleness_mean = sum(e.get("staleness/mean", 0.0) for e in events) / max(1, len(events))
-        rows.append((name, summary, after, rl_seconds(run_dir), staleness_mean))
-        dirs.append(run_dir)
-        print(f"{name}: sampled held-out {before} -> {after}", flush=True)
-    png = plot_runs(dirs, RESULTS / "trainer-learning.png", labels=list(modes), smooth=25)
+    base = statistics.mean(before)
+    runs: dict[str, list[Path]] = {name: [] for name in modes}
+    changes: dict[str, list[float]] = {name: [] for name in modes}
+    rows = []
+    for repeat in range(args.repeats):
+        for name, mode in modes.items():  # interleaved: a drift of the machine hits both modes alike
+            slug = re.sub(r"[^a-z0-9]+", "-", name).strip("-")
+            run_dir = out / f"{slug}-{repeat}"
+            cfg = base_config(
+                run_dir,
+                args,
+                model={"path": model},
+                run={"steps": args.learning_steps, "eval_every": 50, "seed": repeat},
+                **{"async": mode},
+            )
+            summary = asyncio.run(Trainer(cfg).run())
+            after = sampled_success(str(run_dir), args, run_dir / "eval-end")
+            events = [e for e in read_metrics(run_dir) if e["phase"] == "rl"]
+            stale = sum(e.get("staleness/mean", 0.0) for e in events) / max(1, len(events))
+            runs[name].append(run_dir)
+            changes[name].append(statistics.mean(after) - base)
+            rows.append((name, repeat, summary, after, rl_seconds(run_dir), stale))
+            print(
+                f"{name} #{repeat}: sampled held-out {base:.1%} -> {statistics.mean(after):.1%}", flush=True
+            )
+    png = plot_learning(runs, changes, RESULTS / "trainer-learning.png")
     pct = lambda xs: " / ".join(f"{x:.1%}" for x in xs)  # noqa: E731
-    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     table = "\n".join(
-        f"| {name} | {secs:.0f} | {stale:.1f} | {s['initial_success']:.0%} → {s['final_success']:.0%} "
-        f"| {pct(after)} | **{mean(after) - mean(before):+.1%}** |"
-        for name, s, after, secs, stale in rows
+        f"| {name} | {repeat} | {secs:.0f} | {stale:.1f} | {s['initial_success']:.0%} → {s['final_success']:.0%} "
+        f"| {pct(after)} | {statistics.mean(after) - base:+.1%} |"
+        for name, repeat, s, after, secs, stale in rows
     )
+    summary_rows = "\n".join(
+        f"| {name} | {len(c)} | **{statistics.mean(c):+.1%}** | "
+        f"{statistics.stdev(c) if len(c) > 1 else 0.0:.1%} | {min(c):+.1%} to {max(c):+.1%} |"
+        for name, c in changes.items()
+    )
+    sync_name, async_name = list(modes)
+    verdict = ""
+    if args.repeats > 1:
+        diff, se, half = welch(changes[sync_name], changes[async_name])
+        verdict = (
+            f"\n{async_name} − sync, mean change: **{diff:+.1%}** (standard error {se:.1%}; 95 % Welch "
+            f"interval {diff - half:+.1%} to {diff + half:+.1%}).\n"
+        )
     text = f"""# Trainer benchmark: does asynchrony hurt learning?
 
 `{shlex.join(["python", "bench/bench_trainer.py", *sys.argv[1:]])}` (learning part) on \
 {platform.node()} ({os.cpu_count()} cores), {time.strftime("%Y-%m-%d %H:%M")}. From the same start \
 ({args.init_note or args.init or f"the main job's warm start cut to {args.sft_steps} steps"}), \
-{args.learning_steps} RL steps × 4 groups × 8 episodes in each mode on `{args.tasks}` (sampling \
-temperature {args.temperature}, lr {args.lr:g}), no injected latency. Held-out success is \
-measured greedy (the trainer's evaluation) and sampled at the rollout temperature: the \
-first {args.eval_size} `{args.suite}` tasks × 8 samples, once per seed ({args.seeds} seeds). \
-Before RL, sampled: {pct(before)} (mean {mean(before):.1%}).
+{args.learning_steps} RL steps × 4 groups × 8 episodes per run on `{args.tasks}` (sampling \
+temperature {args.temperature}, lr {args.lr:g}), no injected latency, {args.repeats} runs of each mode \
+(interleaved; every run draws the same task stream, and repeat i of both modes has run seed i). Held-out success is measured greedy (the \
+trainer's evaluation) and sampled at the rollout temperature: the first {args.eval_size} \
+`{args.suite}` tasks × 8 samples, once per evaluation seed (seeds: {args.seeds}). Before RL, \
+sampled: {pct(before)} (mean {base:.1%}).
 
-| mode | RL seconds | mean staleness | held-out greedy (start → end) | held-out sampled, per seed, after | change of the mean |
-|---|---:|---:|---|---|---:|
+| mode | runs | mean change, sampled held-out | standard deviation | range |
+|---|---:|---:|---:|---|
+{summary_rows}
+{verdict}
+| mode | repeat | RL seconds | mean staleness | held-out greedy (start → end) | held-out sampled, per seed, after | change of the mean |
+|---|---:|---:|---:|---|---|---:|
 {table}
 
 ![learning curves]({png.name})
@@ -269,9 +388,17 @@ def main() -> None:
     )
     ap.add_argument("--learning-steps", type=int, default=300)
     ap.add_argument("--seeds", type=int, default=3, help="sampled held-out evaluations per model")
+    ap.add_argument("--repeats", type=int, default=5, help="learning part: runs of each mode")
     args = ap.parse_args()
     if args.quick:
-        args.steps, args.sft_steps, args.eval_size, args.learning_steps, args.seeds = 6, 20, 8, 4, 1
+        args.steps, args.sft_steps, args.eval_size, args.learning_steps, args.seeds, args.repeats = (
+            6,
+            20,
+            8,
+            4,
+            1,
+            2,
+        )
     LATENCY["median"] = args.latency
     register_env("bench/SlowTool-v0", slow_tool_env, force=True)
     shutil.rmtree(args.out, ignore_errors=True)
