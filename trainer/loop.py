@@ -37,6 +37,7 @@ from arborl.agents import Agent, AgentConfig, read_trajectories, write_trajector
 from arborl.agents.credit import compute_advantages
 from arborl.agents.engines import HFEngineConfig, SamplingParams
 from arborl.agents.engines.hf import HFEngine
+from arborl.kernels.attention import register_sdpa_gqa
 from arborl.tasks import get_suite
 from arborl.tasks.suites import resolve
 
@@ -116,7 +117,12 @@ class Trainer:
         )
         weights = str(latest / "model") if resume and latest else base
         self.tokenizer = AutoTokenizer.from_pretrained(base)
-        self.model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32)
+        # Grouped-query attention without repeating the key/value heads on CPU (the engine's
+        # default too; same logits and gradients as transformers' sdpa, kernels/attention.py).
+        attn = register_sdpa_gqa()
+        self.model = AutoModelForCausalLM.from_pretrained(
+            weights, dtype=torch.float32, attn_implementation=attn
+        )
         self.metrics = MetricsLogger(self.dir, wandb=cfg.run.wandb, config=cfg.model_dump(by_alias=True))
         self.store = TrajectoryStore(self.dir / "trajectories")
         # The task stream first: importing its module may register the suites used below.
@@ -142,7 +148,7 @@ class Trainer:
         ref = None
         if learner_cfg.kl_coef > 0:  # the KL anchor: the policy as the run starts (after any warm start)
             ref = (
-                AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32)
+                AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32, attn_implementation=attn)
                 .eval()
                 .requires_grad_(False)
             )
