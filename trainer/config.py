@@ -4,7 +4,7 @@
 (`arborl train rollout.group_size=4 learner.lr=1e-5 async.mode=sync`) and validates the
 result into `TrainConfig`; unknown keys are errors.
 
-Two layers of defaults, on purpose: the yaml is the main job's recipe (a 1500-step warm start
+Two layers of defaults, on purpose: the yaml is the main job's recipe (a 2000-step warm start
 on 20000 demonstrations with `sft.env_weight=1.0`, counterfactual training tasks, a time
 budget), while the fields' own defaults here are the plain building blocks a program or a
 test starts from (no warm start, tool-mini's plain task stream, no budget), so that
