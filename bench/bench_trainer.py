@@ -180,6 +180,21 @@ def sampled_success(model: str, args: argparse.Namespace, out: Path) -> list[flo
     return rates
 
 
+def wide_mode(wide: str) -> tuple[str, dict[str, Any]]:
+    """The async mode of `--wide STALENESS,GROUPS`: its row name and `async` config."""
+    staleness, groups = (int(x) for x in wide.split(","))
+    return f"async ({staleness}, {groups})", {
+        "mode": "async",
+        "max_staleness": staleness,
+        "max_groups_in_flight": groups,
+    }
+
+
+def slug(name: str) -> str:
+    """A mode's name as a directory name."""
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-")
+
+
 # Two-sided 95 % quantiles of Student's t by degrees of freedom (standard table values): the
 # interval for the difference of the two modes' mean changes (Welch). Hand-written because
 # scipy is not a dependency of the project for one number.
@@ -225,15 +240,14 @@ def plot_learning(runs: dict[str, list[Path]], changes: dict[str, list[float]], 
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for color, (name, dirs) in zip(("tab:blue", "tab:orange", "tab:green"), runs.items(), strict=False):
-        for ax, phase, key, smooth in (
-            (axes[0], "rl", "rollout/reward", 25),
-            (axes[1], "eval-rl", "success", 1),
+        for ax, phase, key, smooth, scale in (
+            (axes[0], "rl", "rollout/reward", 25, 1),
+            (axes[1], "eval-rl", "success", 1, 100),
         ):
             curves = []
             for d in dirs:
                 xs, ys = _series(read_metrics(d), phase, key)
-                ys = running_mean(ys, smooth) if smooth > 1 else ys
-                curves.append((xs, [y * (100 if phase == "eval-rl" else 1) for y in ys]))
+                curves.append((xs, [y * scale for y in running_mean(ys, smooth)]))
                 ax.plot(xs, curves[-1][1], color=color, alpha=0.25, lw=0.8)
             n = min(len(xs) for xs, _ in curves)
             mean = [statistics.mean(ys[i] for _, ys in curves) for i in range(n)]
@@ -273,15 +287,8 @@ def learning(args: argparse.Namespace, model: str) -> None:
     the same task stream (`tasks.seed`); repeat i of both modes has run seed i (the torch and
     sampling RNGs). Runs differ by more than their seeds (the rollout batches depend on
     timing), so repeats are what measure the spread."""
-    staleness, groups = (int(x) for x in (args.wide or "8,32").split(","))
-    modes = {
-        "sync": {"mode": "sync", "partial_rollouts": False},
-        f"async ({staleness}, {groups})": {
-            "mode": "async",
-            "max_staleness": staleness,
-            "max_groups_in_flight": groups,
-        },
-    }
+    wide_name, wide = wide_mode(args.wide or "8,32")
+    modes = {"sync": {"mode": "sync", "partial_rollouts": False}, wide_name: wide}
     out = args.out / "learning"
     before = sampled_success(model, args, out / "eval-start")
     base = statistics.mean(before)
@@ -290,8 +297,7 @@ def learning(args: argparse.Namespace, model: str) -> None:
     rows = []
     for repeat in range(args.repeats):
         for name, mode in modes.items():  # interleaved: a drift of the machine hits both modes alike
-            slug = re.sub(r"[^a-z0-9]+", "-", name).strip("-")
-            run_dir = out / f"{slug}-{repeat}"
+            run_dir = out / f"{slug(name)}-{repeat}"
             cfg = base_config(
                 run_dir,
                 args,
@@ -430,15 +436,11 @@ def throughput(args: argparse.Namespace, model: str) -> None:
         "async": {"mode": "async", "max_staleness": args.staleness, "max_groups_in_flight": 12},
     }
     if args.wide:
-        staleness, groups = (int(x) for x in args.wide.split(","))
-        modes[f"async ({staleness}, {groups})"] = {
-            "mode": "async",
-            "max_staleness": staleness,
-            "max_groups_in_flight": groups,
-        }
+        wide_name, wide = wide_mode(args.wide)
+        modes[wide_name] = wide
     rows, dirs = [], []
     for name, mode in modes.items():
-        run_dir = args.out / re.sub(r"[^a-z0-9]+", "-", name).strip("-")
+        run_dir = args.out / slug(name)
         cfg = base_config(
             run_dir, args, model={"path": model}, rollout={"env_id": "bench/SlowTool-v0"}, **{"async": mode}
         )
