@@ -41,7 +41,35 @@ def _list_suites() -> int:
     return 0
 
 
+def import_user_modules(names: list[str]) -> None:
+    """Import each `--import` module (a dotted name, or a .py file path) for what it registers:
+    suites (`register_suite`), SWE environments (`register_environment`)."""
+    import importlib
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    for name in names:
+        path = Path(name)
+        if name.endswith(".py"):
+            if not path.is_file():
+                raise FileNotFoundError(f"--import {name}: no such file")
+            module_name = f"arborl_user_{path.stem}"
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
+        else:
+            importlib.import_module(name)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
+    try:
+        import_user_modules(args.imports or [])
+    except Exception as e:  # the user's module: say which one and why, do not trace back
+        console.print(f"[red]--import failed: {type(e).__name__}: {e}[/red]")
+        return 2
     if args.list:
         return _list_suites()
     from pydantic import ValidationError
@@ -71,7 +99,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 console=console,
             )
         )
-    except (SuiteError, RunMismatch, ValueError) as e:
+    except (SuiteError, RunMismatch, ValueError, FileNotFoundError) as e:
         console.print(f"[red]{type(e).__name__}: {e}[/red]")
         return 2
     s = outcome.summary
@@ -79,7 +107,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     console.print(
         f"[bold]{ecfg.suite} · {ecfg.agent}[/bold]: resolved {s['resolved']}/{s['samples']} "
         f"([bold]{s['resolved_rate']:.1%}[/bold]); {pk}; turns {s['turns_mean']:.2f}; "
-        f"tool error rate {s['tool_error_rate']:.1%}; failed {s['errors']}, infra errors {s['infra_errors']}; "
+        f"tool error rate {s['tool_error_rate']:.1%}; failed {s['errors']}, infra errors {s['infra_errors']}, "
+        f"environment errors {s.get('env_errors', 0)}; "
         f"ran {outcome.ran}, skipped {outcome.skipped} finished"
     )
     if s["grades"]:
@@ -104,6 +133,14 @@ def cmd_eval_report(args: argparse.Namespace) -> int:
 def register(add: Any) -> None:
     sp = add("eval", "evaluate an agent on a task suite (resumable; per-instance outputs; report)", cmd_eval)
     sp.add_argument("--list", action="store_true", help="list the registered suites and exit")
+    sp.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        metavar="MODULE",
+        help="import a module (dotted name or .py file) first, for the suites and SWE environments "
+        "it registers; repeatable",
+    )
     sp.add_argument(
         "overrides", nargs="*", help="Hydra overrides of cli/conf/eval.yaml, e.g. suite=swe-mini agent=gold"
     )

@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from arborl.tasks.user_suites import suite_slug
 
 
 class _Strict(BaseModel):
@@ -35,7 +37,15 @@ class SWESection(_Strict):
         "auto", description="auto: SWE tasks run on instance images when the backend is Docker"
     )
     repos_dir: list[str] = Field(
-        default_factory=list, description="where repository bundles/checkouts for instance images are"
+        default_factory=list,
+        description="where repositories are: <owner>__<name>.bundle, a bare mirror <owner>__<name>.git, "
+        "or a checkout <owner>__<name>/.git",
+    )
+    environments: str | None = Field(
+        None, description="a JSON list of SWEEnvironment (per repo/version install, test command, log parser)"
+    )
+    split: str | None = Field(
+        None, description="the split of a `datasets` DatasetDict directory given as suite"
     )
 
 
@@ -47,9 +57,18 @@ class RunSection(_Strict):
 class EvalConfig(_Strict):
     """Everything `arborl eval` needs."""
 
-    suite: str = Field("tool-mini", description="a registered suite (`arborl eval --list`)")
-    agent: Literal["gold", "empty", "model"] = Field(
-        "gold", description="gold / empty: the suite's scripted policies; model: an LLM agent"
+    suite: str = Field(
+        "tool-mini",
+        description="a registered suite (`arborl eval --list`), or a path: SWE-bench instances "
+        "(.json/.jsonl/a datasets directory) or OSWorld task JSONs (a file or a directory)",
+    )
+    agent: Literal["gold", "empty", "model", "predictions"] = Field(
+        "gold",
+        description="gold / empty: the suite's scripted policies; model: an LLM agent; predictions: "
+        "grade `predictions` (set by giving it)",
+    )
+    predictions: str | None = Field(
+        None, description="SWE-bench predictions file (instance_id, model_patch) to grade; no agent runs"
     )
     tasks: list[str] | None = Field(None, description="only these task ids")
     limit: int | None = Field(None, ge=1, description="only the first N tasks")
@@ -66,5 +85,15 @@ class EvalConfig(_Strict):
     run: RunSection = Field(default_factory=RunSection)
     report: bool = Field(True, description="write report.md / report.html at the end")
 
+    @model_validator(mode="after")
+    def _predictions_agent(self) -> EvalConfig:
+        if self.predictions is not None:
+            self.agent = "predictions"
+        elif self.agent == "predictions":
+            raise ValueError("agent=predictions needs predictions=FILE")
+        return self
+
     def run_dir(self) -> Path:
-        return Path(self.run.dir) if self.run.dir else Path("runs") / "eval" / f"{self.suite}-{self.agent}"
+        if self.run.dir:
+            return Path(self.run.dir)
+        return Path("runs") / "eval" / f"{suite_slug(self.suite)}-{self.agent}"

@@ -24,14 +24,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from arborl.sandboxes import SandboxPool, SandboxSpec
-from arborl.tasks.swebench import SWEEnvironment, SWEInstance, grade, parse_pytest_log
-from arborl.tasks.swebench.convert import harness_source, harness_spec
+from arborl.tasks.swebench import SWEEnvironment, SWEInstance, grade
+from arborl.tasks.swebench.convert import harness_files, harness_spec
 from arborl.tasks.swebench.harness import (
     APPLY_FAILED,
     EXIT_APPLY_FAILED,
     EXIT_TEST_PATCH_FAILED,
     extract_test_output,
 )
+from arborl.tasks.swebench.log_parsers import parse_log
 
 GRADE_DIR = "/tmp/arborl-grade"
 LOG_CHARS = 64 * 1024
@@ -78,7 +79,7 @@ async def grade_swe(
         instance, environment, test_patch=f"{GRADE_DIR}/test.patch", model_patch=f"{GRADE_DIR}/model.patch"
     )
     files = {
-        "harness.py": harness_source(),
+        **harness_files(),
         "spec.json": json.dumps(spec_json),
         "test.patch": instance.test_patch,
         "model.patch": model_patch if model_patch.endswith("\n") else model_patch + "\n",
@@ -100,7 +101,7 @@ async def grade_swe(
     if r.timed_out:
         return SWEGrade.unresolved("tests_timed_out", patch_applied=True, log=log)
     report = grade(
-        parse_pytest_log(extract_test_output(r.stdout)),
+        parse_log(environment.log_parser, extract_test_output(r.stdout)),
         list(instance.FAIL_TO_PASS),
         list(instance.PASS_TO_PASS),
     )

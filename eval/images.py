@@ -4,13 +4,13 @@ The layer recipes are `arborl.tasks.swebench.images`; this module builds them wi
 `arborl.sandboxes.images.build_layer` (no network, tagged by content hash: a layer that
 exists is not rebuilt, and instances of one repository and version share their environment
 layer). Repositories come from git bundles or checkouts found in `repos_dirs`
-(`<owner>__<name>.bundle` or `<owner>__<name>/.git`), then from the swe-mini bundles.
+(`<owner>__<name>.bundle`, a bare mirror `<owner>__<name>.git`, or a checkout
+`<owner>__<name>/.git`), then from the swe-mini bundles.
 """
 
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,31 +19,20 @@ from arborl.sandboxes import DEFAULT_IMAGE, DockerBackend, SandboxBackend
 from arborl.sandboxes.images import build_layer
 from arborl.tasks import Task, swe_mini
 from arborl.tasks.swebench import Layer, LayerBuilder, build_instance_image, swe_parts, to_code_task
+from arborl.tasks.swebench.repos import RepositoryNotFound, find_repository
+
+__all__ = ["REPOSITORY", "RepositoryNotFound", "find_bundle", "instance_image", "with_instance_images"]
 
 REPOSITORY = "arborl/swe"
 
 
-class RepositoryNotFound(FileNotFoundError):
-    """No bundle or checkout of a repository where instance images look for one."""
-
-
 def find_bundle(repo: str, repos_dirs: Sequence[str | Path] = ()) -> bytes:
-    """The git bundle of `repo` ('owner/name'): a .bundle file, or one made from a checkout."""
-    slug = repo.replace("/", "__")
-    for root in [*map(Path, repos_dirs), swe_mini.REPOS]:
-        bundle = root / f"{slug}.bundle"
-        if bundle.is_file():
-            return bundle.read_bytes()
-        checkout = root / slug
-        if (checkout / ".git").exists():
-            r = subprocess.run(
-                ["git", "-C", str(checkout), "bundle", "create", "-", "--all"], capture_output=True
-            )
-            if r.returncode == 0:
-                return r.stdout
-            raise RepositoryNotFound(f"cannot bundle {checkout}: {r.stderr.decode(errors='replace')[-300:]}")
-    places = ", ".join(str(p) for p in [*repos_dirs, swe_mini.REPOS])
-    raise RepositoryNotFound(f"no {slug}.bundle or {slug}/.git checkout in {places} (set swe.repos_dir)")
+    """The git bundle of `repo` ('owner/name') from a .bundle file, a bare mirror or a checkout
+    in `repos_dirs` (see `arborl.tasks.swebench.repos`), then the swe-mini bundles."""
+    try:
+        return find_repository(repo, [*repos_dirs, swe_mini.REPOS]).bundle()
+    except RepositoryNotFound as e:
+        raise RepositoryNotFound(f"{e} (set swe.repos_dir)") from None
 
 
 def docker_builder(client: Any) -> LayerBuilder:

@@ -80,6 +80,7 @@ def summarize(results: Sequence[InstanceResult], ks: Sequence[int] = (1,)) -> di
         "grades": dict(Counter(r.grade for r in final if r.grade)),
         "errors": sum(r.status != "done" for r in final),
         "infra_errors": sum(r.status == "infra_error" for r in results),
+        "env_errors": sum(r.status == "env_error" for r in results),
         "retried": sum(r.attempts > 1 for r in results),
         "patch_apply_failures": sum(
             r.details.get("grade", {}).get("error") == "patch_apply_failed" for r in final

@@ -38,15 +38,18 @@ import arborl.envs  # noqa: F401 - registers the arborl/* env ids
 from arborl.envs import SandboxEnv, aclose, arelease
 from arborl.sandboxes import PoolConfig, SandboxError, SandboxPool, make_backend
 from arborl.tasks import Suite, Task, get_suite
+from arborl.tasks.suites import SUITES
 from arborl.tasks.swebench import swe_parts
+from arborl.tasks.user_suites import looks_like_path, suite_from_path
 
 from .config import EvalConfig
 from .drivers import Driver, EpisodeRecord, InfraError, make_driver
 from .grading import SWEGrade, env_score, grade_swe
 from .images import with_instance_images
 from .metrics import summarize
-from .outputs import write_outputs
+from .outputs import instance_dir, write_outputs
 from .patch import RecordPatch, is_code_env
+from .predictions import PredictionsDriver, load_predictions, select_predicted
 from .store import InstanceResult, ResultStore
 
 log = logging.getLogger(__name__)
@@ -59,6 +62,19 @@ class EvalOutcome:
     skipped: int
     ran: int
     report: Path | None = None
+
+
+def resolve_suite(cfg: EvalConfig) -> Suite:
+    """The registered suite `cfg.suite` names, or a suite made from the file or directory."""
+    if cfg.suite not in SUITES and looks_like_path(cfg.suite):
+        return suite_from_path(
+            cfg.suite, repos_dirs=cfg.swe.repos_dir, environments=cfg.swe.environments, split=cfg.swe.split
+        )
+    return get_suite(cfg.suite)
+
+
+class EnvironmentBroken(RuntimeError):
+    """The task's environment, not the agent, failed (stored as `env_error`, never scored)."""
 
 
 def select_tasks(suite: Suite, cfg: EvalConfig) -> list[Task]:
@@ -76,9 +92,12 @@ def select_tasks(suite: Suite, cfg: EvalConfig) -> list[Task]:
 class EvalRun:
     """One evaluation run (see the module doc)."""
 
-    def __init__(self, cfg: EvalConfig, pool: SandboxPool, console: Console) -> None:
+    def __init__(
+        self, cfg: EvalConfig, pool: SandboxPool, console: Console, suite: Suite | None = None
+    ) -> None:
         self.cfg, self.pool, self.console = cfg, pool, console
-        self.suite = get_suite(cfg.suite)
+        self.suite = suite or resolve_suite(cfg)
+        self.predictions = load_predictions(cfg.predictions) if cfg.predictions else None
         self.max_turns = cfg.max_turns or self.suite.max_turns
         self.run_dir = cfg.run_dir()
         self.driver: Driver | None = None
@@ -105,6 +124,9 @@ class EvalRun:
         start = time.perf_counter()
         rec = await self.driver.run(env, task, sample, self.max_turns)
         await arelease(env)
+        setup_error = rec.final("setup_error")
+        if setup_error:
+            raise EnvironmentBroken(f"a setup step failed: {setup_error}")
         grade: SWEGrade | None = None
         parts = swe_parts(task)
         if parts is not None:
@@ -116,6 +138,14 @@ class EvalRun:
                 raise InfraError(f"grading failed: {type(e).__name__}: {e}") from e
             if patch_error and grade.error == "no_patch":
                 grade = grade.model_copy(update={"error": f"no_patch: {patch_error}"})
+            if self.cfg.agent == "gold" and not grade.resolved:
+                # The reference fix does not resolve here: the environment (dependencies, test
+                # command, layout) is broken, and every agent would be graded NO for it.
+                why = grade.error or f"{grade.status}; failing: " + ", ".join(
+                    (grade.FAIL_TO_PASS["failure"] + grade.PASS_TO_PASS["failure"])[:5]
+                )
+                write_outputs(self.run_dir, task.id, sample, rec, grade, None)
+                raise EnvironmentBroken(f"the gold patch does not resolve this instance ({why})")
             score, success = float(grade.resolved), grade.resolved
         else:
             score, success = env_score(rec.rewards)
@@ -175,6 +205,9 @@ class EvalRun:
                     self.cfg.retries,
                     e,
                 )
+            except EnvironmentBroken as e:
+                await self._replace_env(worker)
+                return self._failed(task, sample, "env_error", str(e), attempt, start, keep_outputs=True)
             except TimeoutError:
                 await self._replace_env(worker)
                 why = f"the attempt took longer than instance_timeout_s={self.cfg.instance_timeout_s:g}"
@@ -187,14 +220,26 @@ class EvalRun:
         raise AssertionError("unreachable")
 
     def _failed(
-        self, task: Task, sample: int, status: str, why: str, attempts: int, start: float
+        self,
+        task: Task,
+        sample: int,
+        status: str,
+        why: str,
+        attempts: int,
+        start: float,
+        keep_outputs: bool = False,
     ) -> InstanceResult:
-        write_outputs(self.run_dir, task.id, sample, None, error=why)
+        if keep_outputs:  # the attempt's transcript and grade are there already: add why it failed
+            out = instance_dir(self.run_dir, task.id, sample)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "error.txt").write_text(why + "\n", encoding="utf-8")
+        else:
+            write_outputs(self.run_dir, task.id, sample, None, error=why)
         return InstanceResult(
             instance_id=task.id,
             sample=sample,
             status=status,
-            grade="NO" if swe_parts(task) is not None else "",
+            grade="NO" if swe_parts(task) is not None and status != "env_error" else "",
             wall_s=time.perf_counter() - start,
             attempts=attempts,
             error=why[:4000],
@@ -212,6 +257,10 @@ class EvalRun:
         """Run what is not finished yet; returns (skipped, ran)."""
         cfg = self.cfg
         tasks = select_tasks(self.suite, cfg)
+        if self.predictions is not None:
+            if not all(swe_parts(t) for t in tasks):
+                raise ValueError(f"predictions= grades SWE-bench suites; {cfg.suite!r} is not one")
+            tasks = select_predicted(tasks, self.predictions, str(cfg.predictions))
         finished = store.finished()
         work = [(t, s) for t in tasks for s in range(cfg.samples) if (t.id, s) not in finished]
         skipped = len(tasks) * cfg.samples - len(work)
@@ -224,7 +273,11 @@ class EvalRun:
             return skipped, 0
         if cfg.swe.images == "auto" and any(swe_parts(t) for t, _ in work):
             work = await self._with_images(work)
-        self.driver = make_driver(cfg.agent, self.suite, cfg.model, self.max_turns)
+        self.driver = (
+            PredictionsDriver(self.predictions)
+            if self.predictions is not None
+            else make_driver(cfg.agent, self.suite, cfg.model, self.max_turns)
+        )
         queue: asyncio.Queue[tuple[Task, int]] = asyncio.Queue()
         for item in work:
             queue.put_nowait(item)
@@ -289,7 +342,7 @@ async def run_eval(
 ) -> EvalOutcome:
     """Run (or resume) an evaluation; writes the run directory and returns its summary."""
     console = console or Console()
-    get_suite(cfg.suite)  # an unknown suite fails here, before a run directory is made for it
+    suite = resolve_suite(cfg)  # an unknown suite fails here, before a run directory is made for it
     run_dir = cfg.run_dir()
     store = ResultStore(run_dir / "results.sqlite", run_id=run_dir.name)
     try:
@@ -301,7 +354,7 @@ async def run_eval(
             pool = pool.model_copy(update={"max_size": cfg.concurrency})
         async with SandboxPool(backend, pool) as sandbox_pool:
             try:
-                skipped, ran = await EvalRun(cfg, sandbox_pool, console).run(store)
+                skipped, ran = await EvalRun(cfg, sandbox_pool, console, suite).run(store)
             finally:
                 await close_loop_resources()
         summary = summarize(store.results(), cfg.pass_k)

@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
-#: Statuses that count as a result (kept on resume); `infra_error` is retried instead.
+#: Statuses that count as a result (kept on resume); `infra_error` and `env_error` (the
+#: instance's environment is broken: its gold patch does not resolve, a setup step failed)
+#: are retried instead, and never scored.
 FINAL = ("done", "error", "timeout")
-STATUSES = (*FINAL, "infra_error")
+STATUSES = (*FINAL, "infra_error", "env_error")
 
 
 @dataclass
@@ -32,7 +34,8 @@ class InstanceResult:
     instance_id: str
     sample: int
     status: str
-    """done (graded), error (the agent or env failed: counted as unresolved), timeout, infra_error."""
+    """done (graded), error (the agent or env failed: counted as unresolved), timeout, infra_error,
+    env_error (the task's environment is broken, not the agent: not scored)."""
     success: bool = False
     score: float = 0.0
     grade: str = ""

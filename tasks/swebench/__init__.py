@@ -13,9 +13,12 @@ from .harness import files_in_patch, grade, parse_pytest_log
 from .images import Layer, LayerBuilder, build_instance_image, environment_layer, instance_layer
 from .instance import DEFAULT_ENVIRONMENT, SWEEnvironment, SWEInstance, environment_for
 from .loaders import InstanceLoadError, load_environments, load_instances
+from .log_parsers import PARSERS, parse_log
+from .specs import register_environment
 
 __all__ = [
     "DEFAULT_ENVIRONMENT",
+    "PARSERS",
     "InstanceLoadError",
     "Layer",
     "LayerBuilder",
@@ -30,7 +33,9 @@ __all__ = [
     "instance_layer",
     "load_environments",
     "load_instances",
+    "parse_log",
     "parse_pytest_log",
+    "register_environment",
     "swe_parts",
     "to_code_task",
     "verifier_files",

@@ -17,24 +17,44 @@ The evaluation runner grades again in a fresh sandbox from the extracted patch.
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..spec import BASE_IMAGE, CodeTask
 from .instance import DEFAULT_ENVIRONMENT, ENV_ROOT, SWEEnvironment, SWEInstance
+from .repos import RepoFiles
 
 HARNESS_PATH = Path(__file__).with_name("harness.py")
+PARSERS_PATH = Path(__file__).with_name("log_parsers.py")
 #: Where the verifier's files go, relative to the repository (written only when scoring).
 HIDDEN_DIR = ".arborl"
 #: Where the portable form stages the environment's files in the repository before setup.
 STAGE_DIR = ".arborl-env"
+#: Where the portable form stages binary files, symlinks and file modes (base64, then decoded).
+BIN_STAGE_DIR = ".arborl-bin"
+_UNSTAGE = (
+    "python3 -c \"import base64,json,os;m=json.load(open('" + BIN_STAGE_DIR + "/manifest.json'))\n"
+    "for p,s in m['files'].items():\n"
+    " os.makedirs(os.path.dirname(p) or '.',exist_ok=True);open(p,'wb').write(base64.b64decode(open(s).read()))\n"
+    "for p,t in m['symlinks'].items():\n"
+    " os.makedirs(os.path.dirname(p) or '.',exist_ok=True);os.path.lexists(p) and os.remove(p);os.symlink(t,p)\n"
+    "for p in m['executable']:\n"
+    ' os.chmod(p,os.stat(p).st_mode|0o111)" && rm -rf ' + BIN_STAGE_DIR
+)
 WORKDIR = "/workspace"
 
 
 def harness_source() -> str:
     return HARNESS_PATH.read_text(encoding="utf-8")
+
+
+def harness_files() -> dict[str, str]:
+    """The harness and the log parsers it imports: file name → source (they go side by side)."""
+    return {"harness.py": harness_source(), "log_parsers.py": PARSERS_PATH.read_text(encoding="utf-8")}
 
 
 def harness_spec(
@@ -51,6 +71,8 @@ def harness_spec(
         "model_patch": model_patch,
         "test_cmd": environment.test_cmd,
         "test_files": instance.test_files,
+        "test_directives": environment.test_directives,
+        "log_parser": environment.log_parser,
         "FAIL_TO_PASS": list(instance.FAIL_TO_PASS),
         "PASS_TO_PASS": list(instance.PASS_TO_PASS),
         "timeout_s": environment.test_timeout_s,
@@ -61,7 +83,7 @@ def verifier_files(instance: SWEInstance, environment: SWEEnvironment) -> dict[s
     """The hidden files of the in-episode verifier (relative to the repository)."""
     spec = harness_spec(instance, environment, test_patch=f"{HIDDEN_DIR}/test.patch")
     return {
-        f"{HIDDEN_DIR}/harness.py": harness_source(),
+        **{f"{HIDDEN_DIR}/{name}": text for name, text in harness_files().items()},
         f"{HIDDEN_DIR}/test.patch": instance.test_patch,
         f"{HIDDEN_DIR}/spec.json": json.dumps(spec, indent=1),
     }
@@ -78,29 +100,67 @@ def _portable_setup(environment: SWEEnvironment) -> tuple[str, ...]:
     return tuple(cmds)
 
 
+def _text_and_staged(
+    repo_files: Mapping[str, str | bytes] | RepoFiles,
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Text files as they are; binary files, symlinks and executable bits through a staging
+    directory that one setup command unpacks (a sandbox spec carries text files only)."""
+    if isinstance(repo_files, RepoFiles):
+        raw, executable, symlinks = (
+            dict(repo_files.files),
+            sorted(repo_files.executable),
+            dict(repo_files.symlinks),
+        )
+    else:
+        raw, executable, symlinks = dict(repo_files), [], {}
+    text: dict[str, str] = {}
+    staged: dict[str, str] = {}
+    for path, data in raw.items():
+        if isinstance(data, str):
+            text[path] = data
+            continue
+        try:
+            decoded = data.decode("utf-8")
+            if "\r" in decoded:  # written back as text it could lose its line ends
+                raise UnicodeDecodeError("utf-8", data, 0, 1, "carriage returns")
+            text[path] = decoded
+        except UnicodeDecodeError:
+            stage = f"{BIN_STAGE_DIR}/{len(staged)}.b64"
+            text[stage] = base64.b64encode(data).decode()
+            staged[path] = stage
+    if not (staged or symlinks or executable):
+        return text, ()
+    manifest = {"files": staged, "symlinks": symlinks, "executable": executable}
+    text[f"{BIN_STAGE_DIR}/manifest.json"] = json.dumps(manifest)
+    return text, (_UNSTAGE,)
+
+
 def to_code_task(
     instance: SWEInstance,
     environment: SWEEnvironment | None = None,
     *,
     image: str | None = None,
-    repo_files: dict[str, str] | None = None,
+    repo_files: Mapping[str, str | bytes] | RepoFiles | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> CodeTask:
-    """The CodeTask of `instance`: give an instance `image`, or the `repo_files` at base_commit."""
+    """The CodeTask of `instance`: give an instance `image`, or the `repo_files` at base_commit
+    (path → text or bytes, or the `RepoFiles` of `repos.find_repository(...).files_at(commit)`;
+    binary files, symlinks and executable bits are restored by a setup step)."""
     env = environment or DEFAULT_ENVIRONMENT
     if (image is None) == (repo_files is None):
         raise ValueError(f"{instance.instance_id}: give exactly one of image= or repo_files=")
     files: dict[str, str] = {}
     setup: tuple[str, ...] = ()
     if repo_files is not None:
-        clash = [p for p in repo_files if p.split("/")[0] in (HIDDEN_DIR, STAGE_DIR)]
+        names = repo_files.files if isinstance(repo_files, RepoFiles) else repo_files
+        clash = [p for p in names if p.split("/")[0] in (HIDDEN_DIR, STAGE_DIR, BIN_STAGE_DIR)]
         if clash:
             raise ValueError(
                 f"{instance.instance_id}: the repository has arborl's reserved paths {clash[:3]}"
             )
-        files = dict(repo_files)
+        files, unstage = _text_and_staged(repo_files)
         files.update({f"{STAGE_DIR}/{p}": text for p, text in env.files.items()})
-        setup = _portable_setup(env)
+        setup = (*unstage, *_portable_setup(env))
     return CodeTask(
         id=instance.instance_id,
         problem_statement=instance.problem_statement,

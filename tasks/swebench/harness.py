@@ -15,7 +15,8 @@ What it does, in the repository (the working directory), as SWE-bench's harness 
 4. grade: FAIL_TO_PASS and PASS_TO_PASS against the log; exit 0 only when FULL.
 
 spec.json: {"base_commit", "test_patch" (path), "model_patch" (path or null), "test_cmd",
-"test_files", "FAIL_TO_PASS", "PASS_TO_PASS", "timeout_s"}.
+"test_files", "test_directives" (paths | django), "log_parser" (a `log_parsers.PARSERS` key),
+"FAIL_TO_PASS", "PASS_TO_PASS", "timeout_s"}. `log_parsers.py` must sit beside this file.
 """
 
 from __future__ import annotations
@@ -35,44 +36,46 @@ GRADE_PREFIX = "ARBORL_GRADE "
 EXIT_APPLY_FAILED = 90
 EXIT_TEST_PATCH_FAILED = 91
 
-STATUSES = ("PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL", "XPASS")
+try:  # imported on the host as part of the package; run in a sandbox as a script beside it
+    from . import log_parsers
+except ImportError:  # pragma: no cover - the sandbox side
+    import log_parsers  # type: ignore[no-redef]
+
+STATUSES = log_parsers.STATUSES
 _PASSING = ("PASSED", "XFAIL")
 _DIFF_FILE = re.compile(r"^diff --git a/(.+?) b/(.+?)$", re.M)
 
 
 def parse_pytest_log(log: str) -> dict:
-    """Test id → status from pytest's `-rA` summary lines (`PASSED tests/t.py::test_x`).
-
-    Like SWE-bench's `parse_log_pytest`, but a line's message is cut at the first " - "
-    rather than by splitting on spaces, so parametrized ids with spaces survive.
-    """
-    out = {}
-    for line in log.splitlines():
-        status, _, rest = line.partition(" ")
-        if status not in STATUSES or not rest.strip():
-            continue
-        if " - " in rest:  # FAILED / ERROR / XFAIL lines end in " - <message>"
-            rest = rest.split(" - ", 1)[0]
-        out[rest.strip()] = status
-    return out
+    """Test id → status from pytest's output (see `log_parsers.parse_pytest`)."""
+    return log_parsers.parse_pytest(log)
 
 
 def grade(statuses: dict, fail_to_pass: list, pass_to_pass: list) -> dict:
     """SWE-bench's report: which FAIL_TO_PASS / PASS_TO_PASS tests pass, and the status.
 
-    FULL: every FAIL_TO_PASS and every PASS_TO_PASS test passes. PARTIAL: some but not all
-    FAIL_TO_PASS pass and every PASS_TO_PASS passes. NO: anything else. A test missing
-    from the log counts as failing; an empty list counts as all passing.
+    As current SWE-bench (`swebench/harness/grading.py`): a FAIL_TO_PASS test succeeds when it
+    PASSED or XFAILed and fails when it FAILED, ERRORed, was SKIPPED or is missing from the
+    log; a PASS_TO_PASS test is *maintained* when it passed or was SKIPPED (a skip is no
+    regression) and fails when it FAILED, ERRORed or is missing. A test in neither set (an
+    XPASS) is left out of both, and a rate over no tests is 1.
+
+    FULL: every counted FAIL_TO_PASS and PASS_TO_PASS test succeeds. PARTIAL: some but not all
+    FAIL_TO_PASS succeed and every PASS_TO_PASS is maintained. NO: anything else.
     """
 
-    def split(tests: list) -> tuple:
-        ok = [t for t in tests if statuses.get(t) in _PASSING]
-        return ok, [t for t in tests if statuses.get(t) not in _PASSING]
+    def split(tests: list, ok_statuses: tuple, bad_statuses: tuple) -> tuple:
+        ok = [t for t in tests if statuses.get(t) in ok_statuses]
+        bad = [t for t in tests if t not in statuses or statuses[t] in bad_statuses]
+        return ok, bad
 
-    f2p_ok, f2p_bad = split(list(fail_to_pass))
-    p2p_ok, p2p_bad = split(list(pass_to_pass))
-    f2p_rate = len(f2p_ok) / len(fail_to_pass) if fail_to_pass else 1.0
-    p2p_rate = len(p2p_ok) / len(pass_to_pass) if pass_to_pass else 1.0
+    f2p_ok, f2p_bad = split(list(fail_to_pass), _PASSING, ("FAILED", "ERROR", "SKIPPED"))
+    p2p_ok, p2p_bad = split(list(pass_to_pass), (*_PASSING, "SKIPPED"), ("FAILED", "ERROR"))
+
+    def rate(ok: list, bad: list) -> float:
+        return len(ok) / (len(ok) + len(bad)) if ok or bad else 1.0
+
+    f2p_rate, p2p_rate = rate(f2p_ok, f2p_bad), rate(p2p_ok, p2p_bad)
     if f2p_rate == 1 and p2p_rate == 1:
         status = "FULL"
     elif 0 < f2p_rate < 1 and p2p_rate == 1:
@@ -84,6 +87,27 @@ def grade(statuses: dict, fail_to_pass: list, pass_to_pass: list) -> dict:
         "FAIL_TO_PASS": {"success": f2p_ok, "failure": f2p_bad},
         "PASS_TO_PASS": {"success": p2p_ok, "failure": p2p_bad},
     }
+
+
+def test_directives(files: list, style: str = "paths") -> list:
+    """What the test command is given for the test patch's files.
+
+    `paths`: the files as they are (pytest, sympy's bin/test). `django`: Django's runtests.py
+    module labels, as SWE-bench derives them: `tests/` dropped, `.py` dropped, `/` → `.`
+    (`tests/admin_views/tests.py` → `admin_views.tests`); non-Python files are left out.
+    """
+    if style == "paths":
+        return list(files)
+    if style == "django":
+        out = []
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            label = f[: -len(".py")]
+            label = label[len("tests/") :] if label.startswith("tests/") else label
+            out.append(label.replace("/", "."))
+        return out
+    raise ValueError(f"unknown test directive style {style!r}; one of paths, django")
 
 
 def files_in_patch(test_patch: str) -> list:
@@ -148,7 +172,8 @@ def main(spec_path: str) -> int:
     if r.returncode != 0:
         print(TEST_PATCH_FAILED, flush=True)
         return EXIT_TEST_PATCH_FAILED
-    cmd = ["bash", "-c", spec["test_cmd"] + " " + " ".join(_quote(p) for p in files)]
+    targets = test_directives(files, spec.get("test_directives", "paths"))
+    cmd = ["bash", "-c", spec["test_cmd"] + " " + " ".join(_quote(p) for p in targets)]
     print(START_TEST_OUTPUT, flush=True)
     try:
         log = _run(cmd, timeout=float(spec.get("timeout_s", 1800))).stdout
@@ -157,7 +182,8 @@ def main(spec_path: str) -> int:
         log += "\n[the tests timed out]\n"
     print(log, end="" if log.endswith("\n") else "\n")
     print(END_TEST_OUTPUT, flush=True)
-    report = grade(parse_pytest_log(log), spec["FAIL_TO_PASS"], spec["PASS_TO_PASS"])
+    statuses = log_parsers.parse_log(spec.get("log_parser", "pytest"), log)
+    report = grade(statuses, spec["FAIL_TO_PASS"], spec["PASS_TO_PASS"])
     print(GRADE_PREFIX + json.dumps(report), flush=True)
     return 0 if report["status"] == "FULL" else 1
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .harness import files_in_patch
+from .log_parsers import PARSERS
 
 _COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
 
@@ -116,6 +117,21 @@ class SWEEnvironment(BaseModel):
         "python3 -m pytest -q -p no:cacheprovider", description="what the agent's run_tests tool runs"
     )
     test_timeout_s: float = Field(900.0, gt=0, description="time limit of one evaluation run")
+    log_parser: str = Field(
+        "pytest",
+        description="how the test log is read: a key of `log_parsers.PARSERS` (pytest, "
+        "unittest, django, sympy)",
+    )
+    test_directives: Literal["paths", "django"] = Field(
+        "paths", description="what test_cmd is given: the test patch's file paths, or Django module labels"
+    )
+
+    @field_validator("log_parser")
+    @classmethod
+    def _known_parser(cls, value: str) -> str:
+        if value not in PARSERS:
+            raise ValueError(f"unknown log parser {value!r}; one of {sorted(PARSERS)}")
+        return value
 
     @field_validator("files")
     @classmethod
@@ -130,11 +146,19 @@ DEFAULT_ENVIRONMENT = SWEEnvironment()
 
 
 def environment_for(
-    instance: SWEInstance, environments: list[SWEEnvironment] | tuple[SWEEnvironment, ...] = ()
+    instance: SWEInstance,
+    environments: list[SWEEnvironment] | tuple[SWEEnvironment, ...] = (),
+    registry: bool = True,
 ) -> SWEEnvironment:
-    """The most specific environment: (repo, version), then (repo, any), then the default."""
-    for repo, version in ((instance.repo, instance.version), (instance.repo, "")):
-        for env in environments:
-            if env.repo == repo and env.version == version:
-                return env
+    """The most specific environment: (repo, version), then (repo, any), in `environments`
+    first, then in the registry of known repositories (`specs.ENVIRONMENTS`, when `registry`),
+    then the default (pytest)."""
+    from .specs import ENVIRONMENTS
+
+    pools = (environments, ENVIRONMENTS) if registry else (environments,)
+    for pool in pools:
+        for repo, version in ((instance.repo, instance.version), (instance.repo, "")):
+            for env in pool:
+                if env.repo == repo and env.version == version:
+                    return env
     return DEFAULT_ENVIRONMENT

@@ -164,6 +164,7 @@ def test_conversion_to_a_code_task_in_both_forms():
     assert portable.repo_files == {"w.py": "x = 1\n", ".arborl-env/site/dep.py": "X = 1\n"}
     assert "echo hi" in portable.setup[-1] and set(portable.hidden_files) == {
         ".arborl/harness.py",
+        ".arborl/log_parsers.py",
         ".arborl/test.patch",
         ".arborl/spec.json",
     }

@@ -1,0 +1,137 @@
+"""`arborl eval` on a user's own files: SWE-bench instances (`suite=PATH`), a predictions file
+(`predictions=FILE`, SWE-bench's format), a gold patch that does not resolve (an environment
+error, not NO), `--import` of a module registering a suite; and the docs' worked example."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arborl.eval.config import EvalConfig
+from arborl.eval.predictions import PredictionsError, load_predictions
+from arborl.tasks.swe_mini import INSTANCES, REPOS
+
+CMD = [sys.executable, "-m", "arborl.cli.main"]
+DOCS = Path(__file__).parents[2] / "docs" / "eval.md"
+
+
+def arborl(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def rows(n: int) -> list[dict]:
+    return [json.loads(line) for line in INSTANCES.read_text().splitlines()[:n]]
+
+
+def test_predictions_files_in_swe_bench_formats(tmp_path):
+    preds = [
+        {"instance_id": "a", "model_patch": "diff", "model_name_or_path": "m"},
+        {"instance_id": "b", "model_patch": None},
+    ]
+    (tmp_path / "p.jsonl").write_text("\n".join(map(json.dumps, preds)) + "\n")
+    (tmp_path / "p.json").write_text(json.dumps(preds))
+    (tmp_path / "d.json").write_text(json.dumps({p["instance_id"]: p for p in preds}))
+    for name in ("p.jsonl", "p.json", "d.json"):
+        got = load_predictions(tmp_path / name)
+        assert set(got) == {"a", "b"} and got["a"]["model_patch"] == "diff"
+    (tmp_path / "bad.jsonl").write_text('{"instance_id": "a"}\n{"model_patch": "x"}\n')
+    with pytest.raises(PredictionsError, match=r"bad.jsonl:2: .*instance_id"):
+        load_predictions(tmp_path / "bad.jsonl")
+    (tmp_path / "dup.json").write_text(json.dumps([preds[0], preds[0]]))
+    with pytest.raises(PredictionsError, match="a second prediction"):
+        load_predictions(tmp_path / "dup.json")
+
+
+def test_config_for_paths_and_predictions():
+    cfg = EvalConfig(suite="data/my-instances.jsonl", predictions="preds.jsonl")
+    assert cfg.agent == "predictions" and cfg.run_dir() == Path("runs/eval/my-instances-predictions")
+    with pytest.raises(ValueError, match="needs predictions=FILE"):
+        EvalConfig(agent="predictions")
+
+
+@pytest.mark.docker
+def test_a_user_file_gold_empty_and_predictions(docker_backend, tmp_path):
+    inst = rows(3)
+    (tmp_path / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in inst))
+    common = ["suite=mine.jsonl", f"swe.repos_dir=[{REPOS}]", "sandbox=docker", "concurrency=2"]
+    gold = arborl("eval", *common, "agent=gold", "run.dir=gold", cwd=tmp_path)
+    assert gold.returncode == 0, gold.stdout + gold.stderr
+    assert json.loads((tmp_path / "gold/summary.json").read_text())["resolved"] == 3
+    # predictions: one gold patch, one empty, one that does not apply, one instance without
+    preds = [
+        {"instance_id": inst[0]["instance_id"], "model_patch": inst[0]["patch"], "model_name_or_path": "me"},
+        {"instance_id": inst[1]["instance_id"], "model_patch": ""},
+        {"instance_id": inst[2]["instance_id"], "model_patch": inst[0]["patch"].replace("-", "+")},
+    ]
+    (tmp_path / "preds.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds[:3]))
+    res = arborl("eval", *common, "predictions=preds.jsonl", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    run = tmp_path / "runs/eval/mine-predictions"
+    s = json.loads((run / "summary.json").read_text())
+    assert s["samples"] == 3 and s["resolved"] == 1 and s["grades"] == {"FULL": 1, "NO": 2}
+    grades = {
+        p["instance_id"]: json.loads(
+            (run / "instances" / p["instance_id"] / "sample-0/grade.json").read_text()
+        )
+        for p in preds
+    }
+    assert grades[inst[1]["instance_id"]]["error"] == "empty_patch"
+    assert grades[inst[2]["instance_id"]]["error"] == "patch_apply_failed"
+    (tmp_path / "stray.jsonl").write_text(
+        json.dumps({"instance_id": "nobody__x-1", "model_patch": ""}) + "\n"
+    )
+    res = arborl("eval", *common, "predictions=stray.jsonl", "run.dir=stray", cwd=tmp_path)
+    assert res.returncode == 2 and "does not have" in res.stdout
+
+
+@pytest.mark.docker
+def test_a_gold_patch_that_does_not_resolve_is_an_environment_error(docker_backend, tmp_path):
+    """An environment whose test command cannot run the tests (as a src-layout repository
+    without its package installed): the gold run says the environment is broken."""
+    inst = rows(1)[0]
+    (tmp_path / "one.jsonl").write_text(json.dumps(inst) + "\n")
+    (tmp_path / "envs.json").write_text(
+        json.dumps([{"repo": inst["repo"], "test_cmd": "python3 -m pytest -rA --no-such-flag"}])
+    )
+    res = arborl(
+        "eval",
+        "suite=one.jsonl",
+        f"swe.repos_dir=[{REPOS}]",
+        "swe.environments=envs.json",
+        "sandbox=docker",
+        "agent=gold",
+        "run.dir=run",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    s = json.loads((tmp_path / "run/summary.json").read_text())
+    assert s["env_errors"] == 1 and s["samples"] == 0 and s["grades"] == {}
+    why = (tmp_path / "run/instances" / inst["instance_id"] / "sample-0/error.txt").read_text()
+    assert "gold patch does not resolve" in why
+
+
+def test_import_registers_a_users_suite(tmp_path):
+    (tmp_path / "my_suites.py").write_text(
+        "from arborl.tasks import Suite, register_suite\n"
+        "register_suite(Suite('my-tools', 'arborl/Tool-v0', 'arborl.tasks.tool_mini:load_suite',\n"
+        "    gold='arborl.tasks.tool_mini:gold_policy', empty='arborl.tasks.tool_mini:empty_policy'))\n"
+    )
+    res = arborl("eval", "--import", str(tmp_path / "my_suites.py"), "--list", cwd=tmp_path)
+    assert res.returncode == 0 and "my-tools" in res.stdout, res.stdout + res.stderr
+    res = arborl(
+        "eval",
+        "--import",
+        str(tmp_path / "my_suites.py"),
+        "suite=my-tools",
+        "limit=3",
+        "run.dir=r",
+        "report=false",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0 and "resolved 3/3" in res.stdout, res.stdout + res.stderr
+    res = arborl("eval", "--import", "no_such_module_here", "--list", cwd=tmp_path)
+    assert res.returncode == 2 and "--import failed" in res.stdout
