@@ -214,6 +214,9 @@ class EvalRun:
                 return self._failed(task, sample, "timeout", why, attempt, start)
             except Exception as e:  # a bug in an env, a grader or a policy factory: this instance only
                 await self._replace_env(worker)
+                if getattr(e, "environment_broken", False):  # e.g. a desktop setup step that failed
+                    why = f"the task's environment is broken: {type(e).__name__}: {e}"
+                    return self._failed(task, sample, "env_error", why, attempt, start)
                 log.exception("%s#%d failed", task.id, sample)
                 why = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
                 return self._failed(task, sample, "error", why, attempt, start)

@@ -19,6 +19,7 @@ the reason (`UnsupportedOSWorldFeature`), so a suite never fails half-way throug
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shlex
@@ -128,8 +129,15 @@ METRICS: dict[str, frozenset[str]] = {
     "check_direct_json_object": frozenset(),
     "compare_answer": frozenset(),
     "compare_result_files": frozenset(),
+    # the `os` domain's
+    "check_text_enlarged": frozenset(),
+    "is_utc_0": frozenset(),
+    "check_gnome_favorite_apps": frozenset(),
+    "check_moved_jpgs": frozenset(),
     "infeasible": frozenset(),
 }
+#: Metrics that read only their `result` (OSWorld gives them no `expected`).
+RESULT_ONLY_METRICS = frozenset({"check_text_enlarged", "is_utc_0"})
 #: `method`s of check_json rules (OSWorld's `_match_value_to_rule`).
 RULE_METHODS = ("re", "eq", "ne", "lt", "le", "gt", "ge", "approx", "str_list_eq")
 
@@ -225,7 +233,7 @@ class OSWorldEvaluator(BaseModel):
                 if n != 1:
                     raise ValueError("`infeasible` must be the only metric")
                 continue
-            if self.result[i] is None or self.expected[i] is None:
+            if self.result[i] is None or (self.expected[i] is None and name not in RESULT_ONLY_METRICS):
                 raise ValueError(f"metric {name!r} needs both a `result` and an `expected` getter")
             extra = set(self.options[i]) - METRICS[name]
             if extra:
@@ -306,11 +314,59 @@ def _check_command(step: str, command: Any) -> None:
             raise UnsupportedOSWorldFeature(
                 f"{step}: {app!r} is not installed in the desktop image; use {MISSING_APPS[app]}"
             )
-        if "pyautogui" in word:
-            raise UnsupportedOSWorldFeature(
-                f"{step}: the command uses pyautogui, which the desktop image lacks; drive the "
-                "screen from setup with `activate_window` / `close_window`, or with xdotool"
-            )
+    words = _command_words(command)
+    if any("pyautogui" in w for w in words):
+        if step == "launch":
+            raise UnsupportedOSWorldFeature("launch: pyautogui code is replayed only from `execute` steps")
+        _check_pyautogui(step, words)
+
+
+#: pyautogui calls a setup command may make: the env replays them with xdotool (its actions).
+REPLAYABLE_PYAUTOGUI = frozenset(
+    {
+        "click",
+        "doubleClick",
+        "tripleClick",
+        "rightClick",
+        "middleClick",
+        "moveTo",
+        "move",
+        "dragTo",
+        "drag",
+        "mouseDown",
+        "mouseUp",
+        "scroll",
+        "hscroll",
+        "write",
+        "typewrite",
+        "press",
+        "hotkey",
+        "keyDown",
+        "keyUp",
+        "sleep",
+    }
+)
+
+
+def _check_pyautogui(step: str, words: list[str]) -> None:
+    """A pyautogui setup command must be `python -c CODE` with only replayable calls in CODE."""
+    if not (len(words) == 3 and Path(words[0]).name in ("python", "python3") and words[1] == "-c"):
+        raise UnsupportedOSWorldFeature(
+            f"{step}: pyautogui is replayed only from a `python -c CODE` command, not {' '.join(words)[:120]!r}"
+        )
+    try:
+        tree = ast.parse(words[2])
+    except SyntaxError as e:
+        raise ValueError(f"{step}: the pyautogui code is not valid Python ({e.msg})") from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value.id if isinstance(node.func.value, ast.Name) else "?"
+            name = node.func.attr
+            if owner not in ("pyautogui", "time") or name not in REPLAYABLE_PYAUTOGUI:
+                raise UnsupportedOSWorldFeature(
+                    f"{step}: the pyautogui setup code calls {owner}.{name}, which the env cannot replay; "
+                    f"it replays {', '.join(sorted(REPLAYABLE_PYAUTOGUI))}"
+                )
 
 
 def _check_rule_methods(getter: OSWorldGetter | None) -> None:

@@ -137,6 +137,7 @@ def suite_from_path(
         "arborl/Desktop-v0",
         partial(_osworld_tasks, path),
         description=f"OSWorld tasks from {path}",
+        env_kwargs={"screen_width": 1920, "screen_height": 1080},  # OSWorld's screen
         gold=partial(osworld_gold, gold_file) if gold_file.is_file() else None,
         empty="arborl.tasks.osworld:desktop_mini_empty",
         max_turns=15,

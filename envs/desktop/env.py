@@ -35,6 +35,7 @@ from ..base import Step, TaskError, stable_hash
 from ..sandboxed import SandboxEnv
 from ..spaces import chat_observation_space
 from .actions import ActionError, describe, parse_actions, to_commands
+from .commands import SHIM_DIR, SUDO_SHIM
 from .evaluators import evaluate
 from .screen import DisplayError, Screen, XDisplay
 from .steps import StepContext, run_steps
@@ -73,6 +74,9 @@ DESKTOP_FILES = {
         "application/x-gnumeric=gnumeric.desktop\n"
         "inode/directory=pcmanfm.desktop\n"
     ),
+    # gsettings' keyfile backend (GSETTINGS_BACKEND=keyfile): GNOME's defaults but for what
+    # OSWorld's VM snapshot has changed (automatic screen lock off; its `os` tasks rely on it).
+    f"{HOME}/.config/glib-2.0/settings/keyfile": "[org/gnome/desktop/screensaver]\nlock-enabled=false\n",
 }
 
 DEFAULT_TASK = DesktopTask(
@@ -153,10 +157,16 @@ class DesktopEnv(SandboxEnv):
             image=task.image,
             workdir=HOME,
             # NO_AT_BRIDGE: GTK apps would wait for an accessibility bus that does not exist;
-            # GSETTINGS_BACKEND=memory: no dconf daemon (no D-Bus) in the sandbox.
-            env={**self.display.env, "NO_AT_BRIDGE": "1", "GSETTINGS_BACKEND": "memory"},
-            files=DESKTOP_FILES,
-            setup=(f"chown -R {user}: {HOME}",),
+            # GSETTINGS_BACKEND=keyfile: no dconf daemon (no D-Bus) in the sandbox, and unlike
+            # `memory` a `gsettings set` persists (in ~/.config/glib-2.0/settings/keyfile).
+            env={**self.display.env, "NO_AT_BRIDGE": "1", "GSETTINGS_BACKEND": "keyfile"},
+            files={**DESKTOP_FILES, f"{SHIM_DIR}/sudo": SUDO_SHIM},
+            setup=(
+                # OSWorld's conventions (see `commands`): ~/Desktop, /home/user for its user's
+                # home, and the sudo shim that root-run setup steps find first on their PATH.
+                f"mkdir -p {HOME}/Desktop && chown -R {user}: {HOME} && chmod 755 {SHIM_DIR}/sudo",
+                f"[ -e /home/user ] || ln -s {HOME} /home/user",
+            ),
             limits=self.limits,
         )
 

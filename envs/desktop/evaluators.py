@@ -19,8 +19,9 @@ from typing import Any
 from arborl.sandboxes import SandboxCrashed, SandboxFileNotFound, SandboxUnresponsive
 from arborl.tasks.osworld import OSWorldEvaluator, OSWorldGetter
 
+from . import commands
 from .metrics import METRIC_FUNCS
-from .steps import StepContext, argv, run_steps
+from .steps import StepContext, run_steps
 
 log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -51,10 +52,9 @@ async def _vm_file(ctx: StepContext, p: dict[str, Any]) -> Any:
 
 async def _command(ctx: StepContext, p: dict[str, Any], stream: str) -> str:
     r = await ctx.sandbox.exec(
-        argv(p["command"], bool(p.get("shell", False))),
+        commands.argv(p["command"], bool(p.get("shell", False))),
         timeout=ctx.command_timeout_s,
-        env=ctx.display.env,
-        workdir="/home/agent",
+        **commands.exec_options(p["command"], ctx.display.env),
     )
     return r.stdout if stream == "stdout" else r.stderr
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from .os_metrics import OS_METRICS
+
 Metric = Callable[..., float]
 
 
@@ -261,3 +263,4 @@ METRIC_FUNCS: dict[str, Metric] = {
         compare_result_files,
     )
 }
+METRIC_FUNCS.update(OS_METRICS)

@@ -24,13 +24,20 @@ from arborl.tasks.osworld import OSWorldStep, open_with, resolve_local
 
 from ..base import TaskError
 from ..sandboxed import TimedSandbox
+from . import commands
+from .commands import ActionError
 from .screen import RUN_DIR, Window, XDisplay
 
 log = logging.getLogger(__name__)
 
 
 class DesktopSetupError(TaskError):
-    """A setup step of the task could not be carried out (the task, not the model, is at fault)."""
+    """A setup step of the task could not be carried out (the task, not the model, is at fault).
+
+    `environment_broken`: evaluation records such an episode as an environment error, never
+    as a score (every agent would get 0 for it)."""
+
+    environment_broken = True
 
 
 @dataclass
@@ -178,15 +185,33 @@ async def _wait_gone(ctx: StepContext, wid: str, timeout: float) -> None:
         await asyncio.sleep(0.1)
 
 
+#: Exit statuses of a shell that could not run the command at all (not found, not executable).
+_CANNOT_RUN = (126, 127)
+
+
+async def _replay_pyautogui(ctx: StepContext, code: str) -> dict[str, Any]:
+    """A `python -c "import pyautogui; ..."` setup command, replayed with xdotool (see `commands`)."""
+    try:
+        lines = commands.replay_lines(code, ctx.display.width, ctx.display.height)
+    except ActionError as e:
+        raise DesktopSetupError(f"cannot replay this pyautogui setup code ({e}): {code[:200]!r}") from None
+    act, _ = await ctx.display.run(ctx.sandbox, lines, settle_s=0.2, screenshot=False)
+    if act.error:
+        raise DesktopSetupError(f"pyautogui setup code failed: {act.error}")
+    return {"pyautogui": len(lines)}
+
+
 async def _execute(ctx: StepContext, p: dict[str, Any]) -> dict[str, Any]:
     until = p.get("until") or {}
-    cmd = argv(p["command"], bool(p.get("shell", False)))
+    code = commands.pyautogui_code(p["command"])
+    if code is not None and not until and not p.get("stdout") and not p.get("stderr"):
+        return await _replay_pyautogui(ctx, code)
+    cmd = commands.argv(p["command"], bool(p.get("shell", False)))
+    options = commands.exec_options(p["command"], ctx.display.env)
     attempts = 0
     while True:
         attempts += 1
-        r = await ctx.sandbox.exec(
-            cmd, timeout=ctx.command_timeout_s, env=ctx.display.env, workdir="/home/agent"
-        )
+        r = await ctx.sandbox.exec(cmd, timeout=ctx.command_timeout_s, **options)
         if p.get("stdout"):
             (ctx.cache_dir / str(p["stdout"])).write_text(r.stdout)
         if p.get("stderr"):
@@ -199,6 +224,12 @@ async def _execute(ctx: StepContext, p: dict[str, Any]) -> dict[str, Any]:
         if done or attempts >= 5:  # OSWorld gives `until` five tries
             break
         await asyncio.sleep(0.3)
+    if r.exit_code in _CANNOT_RUN and not until:
+        # Not the task's doing: a program the image lacks (a setup that silently did nothing
+        # would score every agent 0). OSWorld checks no exit codes; other failures are noted.
+        raise DesktopSetupError(
+            f"{shlex.join(cmd)[:200]} could not run (exit {r.exit_code}): {r.output.strip()[-300:]}"
+        )
     if r.exit_code != 0 or r.timed_out:
         # OSWorld does not check exit codes (setup often runs `pkill` and the like): note it.
         log.info("setup command %r exited %d: %s", cmd, r.exit_code, r.output[-300:])

@@ -75,7 +75,7 @@ def test_single_and_list_evaluators_normalise_to_lists():
         ({"config": [{"type": "teleport", "parameters": {}}]}, UnsupportedOSWorldFeature, "unknown setup step 'teleport'"),
         ({"config": [{"type": "launch", "parameters": {"command": ["gedit"]}}]}, UnsupportedOSWorldFeature, "use mousepad"),
         ({"config": [{"type": "launch", "parameters": {"command": "libreoffice --calc x.xlsx", "shell": True}}]}, UnsupportedOSWorldFeature, "gnumeric"),
-        ({"config": [{"type": "execute", "parameters": {"command": ["python", "-c", "import pyautogui; pyautogui.click(1, 1)"]}}]}, UnsupportedOSWorldFeature, "pyautogui"),
+        ({"config": [{"type": "execute", "parameters": {"command": ["python", "-c", "import pyautogui; pyautogui.screenshot()"]}}]}, UnsupportedOSWorldFeature, "calls pyautogui.screenshot"),
         ({"config": [{"type": "open", "parameters": {"path": "/home/agent/a.docx"}}]}, UnsupportedOSWorldFeature, "no application for '.docx'"),
         ({"config": [{"type": "launch", "parameters": {"command": ["xterm"], "detach": True}}]}, UnsupportedOSWorldFeature, "parameter"),
         ({"config": [{"type": "launch", "parameters": {}}]}, ValueError, "missing"),

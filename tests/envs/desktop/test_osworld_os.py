@@ -1,0 +1,131 @@
+"""OSWorld's own `os` domain task JSONs (unmodified, `data/osworld-os/SOURCE.md`): which load,
+and, in a real arborl/gui container, that a scripted solution scores 1 and no action scores 0.
+
+Also the conventions those tasks assume (`envs/desktop/commands.py`): `shell: true` under
+/bin/sh, `echo password | sudo -S ...` in setup (run as root through arborl's sudo shim),
+~/Desktop and /home/user, gsettings that persist, pyautogui setup clicks replayed at
+OSWorld's 1920x1080 coordinates scaled to the screen.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from arborl.envs.desktop.commands import SUDO_SHIM, argv, exec_options, pyautogui_code, replay_lines
+from arborl.envs.desktop.os_metrics import check_gnome_favorite_apps, check_text_enlarged, is_utc_0
+from arborl.tasks.osworld import UnsupportedOSWorldFeature, load_osworld_task
+
+DATA = Path(__file__).with_name("data") / "osworld-os"
+SOLUTIONS = json.loads((DATA / "solutions.json").read_text())
+TASKS = sorted(p for p in DATA.glob("*.json") if p.name != "solutions.json")
+
+
+def test_the_os_domain_loads_or_is_refused_with_a_reason():
+    loaded, refused = [], {}
+    for path in TASKS:
+        try:
+            loaded.append(load_osworld_task(path).id)
+        except UnsupportedOSWorldFeature as e:
+            refused[path.stem] = str(e)
+    assert len(TASKS) == 24
+    assert set(SOLUTIONS["solved"]) | set(SOLUTIONS["loads_but_cannot_run"]) == set(loaded)
+    # what stops the rest: files OSWorld downloads from Google Drive, and its a11y-tree terminal
+    assert len(refused) == 10 and all("download" in r or "vm_terminal_output" in r for r in refused.values())
+
+
+def test_shell_commands_run_under_sh_and_sudo_steps_as_root():
+    assert argv("echo -e 'a\\tb'", shell=True) == ["/bin/sh", "-c", "echo -e 'a\\tb'"]
+    assert argv("python -c 'print(1)'", shell=True)[2] == "python3 -c 'print(1)'"
+    assert argv(["python", "-c", "x"]) == ["python3", "-c", "x"]
+    assert argv("ls -l /tmp") == ["ls", "-l", "/tmp"]
+    as_root = exec_options("echo 'password' | sudo -S mkdir ~/Desktop/x", {"DISPLAY": ":1"})
+    assert as_root["user"] == "root" and as_root["env"]["HOME"] == "/home/agent"
+    assert as_root["env"]["PATH"].startswith("/opt/arborl/bin:")
+    assert "user" not in exec_options("echo pseudo-sudoku", {})
+
+
+def test_the_sudo_shim_runs_for_root_and_refuses_others():
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix="arborl-shim-"))  # readable by the unprivileged user too
+    where.chmod(0o755)
+    shim = where / "sudo"
+    shim.write_text(SUDO_SHIM)
+    shim.chmod(0o755)
+    r = subprocess.run(
+        ["sh", "-c", f"echo password | {shim} -S sh -c 'read x || echo stdin-consumed; id -u'"],
+        capture_output=True,
+        text=True,
+    )
+    if subprocess.run(["id", "-u"], capture_output=True, text=True).stdout.strip() == "0":
+        assert r.returncode == 0 and r.stdout.split() == ["stdin-consumed", "0"], r.stderr
+        r = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(shim), "-S", "true"],
+            input="password\n",
+            capture_output=True,
+            text=True,
+        )
+    assert r.returncode == 1 and "cannot elevate" in r.stderr
+
+
+def test_pyautogui_setup_code_is_replayed_at_scaled_coordinates():
+    cmd = ["python", "-c", "import pyautogui; import time; pyautogui.click(960, 540); time.sleep(0.5);"]
+    code = pyautogui_code(cmd)
+    assert code is not None and pyautogui_code("python -c 'print(1)'") is None
+    lines = replay_lines(code, 1024, 768)
+    assert "mousemove 512 384" in " ".join(lines[0]) and "click" in " ".join(lines[0])
+    assert lines[1] == ["sleep 0.500"] or "sleep" in " ".join(lines[1])
+    bad = {
+        "id": "x",
+        "instruction": "i",
+        "config": [
+            {
+                "type": "execute",
+                "parameters": {"command": ["python", "-c", "import pyautogui; pyautogui.type('password')"]},
+            }
+        ],
+        "evaluator": {"func": "infeasible"},
+    }
+    with pytest.raises(UnsupportedOSWorldFeature, match=r"pyautogui\.type"):
+        load_osworld_task(bad)
+
+
+def test_os_metrics():
+    assert (
+        check_text_enlarged("1.25\n") == 1
+        and check_text_enlarged("1.0\n") == 0
+        and check_text_enlarged("") == 0
+    )
+    assert (
+        is_utc_0("   Time zone: Etc/UTC (UTC, +0000)\n") == 1
+        and is_utc_0("Time zone: Europe/Paris (CET, +0100)") == 0
+    )
+    rule = {"expected": ["google-chrome.desktop", "thunderbird.desktop"]}
+    assert check_gnome_favorite_apps("['thunderbird.desktop', 'google-chrome.desktop']\n", rule) == 1
+    assert check_gnome_favorite_apps("['thunderbird.desktop']", rule) == 0
+
+
+@pytest.mark.docker
+@pytest.mark.gui
+@pytest.mark.parametrize("task_id", sorted(SOLUTIONS["solved"]))
+def test_scripted_solution_scores_1_and_no_action_scores_0(desktop, task_id):
+    from arborl.envs.runtime import get_runtime
+
+    task = load_osworld_task(DATA / f"{task_id}.json")
+    solution = SOLUTIONS["solved"][task_id]
+    _, info = desktop.reset(options={"task": task})
+    assert all(s.get("exit_code", 0) == 0 for s in info["setup"] if s["type"] == "execute"), info["setup"]
+    _, reward, terminated, _, step = desktop.step("DONE")
+    assert terminated and reward == 0.0, step.get("evaluation")
+    desktop.reset(options={"task": task})
+    if "shell" in solution:  # what the agent would type in a terminal, as the desktop user
+        r = get_runtime().run(
+            desktop.unwrapped.sandbox.raw.exec(["/bin/sh", "-c", solution["shell"]], workdir="/home/agent")
+        )
+        assert r.exit_code == 0, r.output
+    _, reward, terminated, _, step = desktop.step(solution.get("reply", "DONE"))
+    assert terminated and reward == 1.0, step.get("evaluation")
