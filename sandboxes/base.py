@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .channel import Channel, ChannelClosed, ChannelTimeout
+from .channel import Channel, ChannelClosed, ChannelForged, ChannelTimeout
 from .errors import SandboxCrashed, SandboxFileNotFound, SandboxOpError, SandboxUnresponsive
 
 MANAGED_LABEL = "arborl.managed"
@@ -33,12 +33,17 @@ class Limits(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    cpus: float = Field(1.0, description="CPU share (docker nano_cpus); local: not enforced")
-    memory_mb: int = Field(1024, description="memory cap incl. tmpfs; OOM kills report oom_killed")
-    pids: int = Field(512, description="max processes+threads (docker pids cgroup; local: RLIMIT_NPROC)")
+    cpus: float = Field(1.0, description="CPU share (docker nano_cpus; local: cgroup cpu quota)")
+    memory_mb: int = Field(1024, description="memory cap of the whole sandbox incl. tmpfs (memory cgroup)")
+    pids: int = Field(512, description="max processes+threads of the whole sandbox (pids cgroup)")
     max_file_mb: int = Field(1024, description="largest single file a command may write (RLIMIT_FSIZE)")
     nofile: int = Field(4096, description="open files per process (RLIMIT_NOFILE)")
-    tmp_mb: int = Field(256, description="size of the /tmp tmpfs")
+    tmp_mb: int = Field(256, description="size of the /tmp tmpfs (docker; local: within disk_mb)")
+    disk_mb: int = Field(
+        2048,
+        description="size of each writable tree besides /tmp (docker: a tmpfs volume per tree, "
+        "filled from the image; local: one tmpfs holding all of them)",
+    )
 
 
 class SandboxSpec(BaseModel):
@@ -111,6 +116,7 @@ class Sandbox:
     """A running sandbox. Use through a pool (`SandboxPool.acquire`) or `async with`."""
 
     def __init__(self, sandbox_id: str, spec: SandboxSpec, channel: Channel, backend: SandboxBackend) -> None:
+        """`channel` is keyed with a secret that only the harness and the server know."""
         self.id = sandbox_id
         self.spec = spec
         self.channel = channel
@@ -119,6 +125,7 @@ class Sandbox:
         self.closed = False
         self.handle: Any = None  # the backend's own object: a container, a process
         self._restore: list[tuple[str, str]] = []
+        self._closing: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"<Sandbox {self.backend.name}:{self.id[:12]} image={self.spec.image}>"
@@ -126,6 +133,8 @@ class Sandbox:
     async def _call(self, op: str, timeout: float | None = 30.0, **args: Any) -> dict[str, Any]:
         try:
             resp = await self.channel.request({"op": op, **args}, timeout=timeout)
+        except ChannelForged as e:
+            raise SandboxCrashed(self.id, f"its channel is no longer trustworthy: {e}") from e
         except ChannelClosed as e:
             raise SandboxCrashed(self.id, await self._death_reason(str(e))) from e
         except ChannelTimeout as e:
@@ -175,13 +184,15 @@ class Sandbox:
         resp.pop("ok")
         return ExecResult(**resp)
 
-    async def read_file(self, path: str, max_bytes: int = 64 * 1024 * 1024) -> bytes:
-        resp = await self._call("read_file", path=path, max_bytes=max_bytes)
+    async def read_file(self, path: str, max_bytes: int = 64 * 1024 * 1024, user: str | None = None) -> bytes:
+        """Read `path` with the agent's permissions (`user="root"`: as root, following no link)."""
+        resp = await self._call("read_file", path=path, max_bytes=max_bytes, user=user)
         return base64.b64decode(resp["data"])
 
     async def write_file(
         self, path: str, data: bytes | str, mode: int | None = None, user: str | None = None
     ) -> None:
+        """Write `path` as the agent (`user="root"`: as root, following no link)."""
         raw = data.encode() if isinstance(data, str) else data
         args: dict[str, Any] = {"path": path, "data": base64.b64encode(raw).decode(), "user": user}
         if mode is not None:
@@ -206,9 +217,9 @@ class Sandbox:
         )
         return int(resp["files"])
 
-    async def download(self, path: str) -> bytes:
-        """A tar archive of `path` (file or directory)."""
-        resp = await self._call("download", timeout=300.0, path=path)
+    async def download(self, path: str, user: str | None = None) -> bytes:
+        """A tar archive of `path` (file or directory), read with the agent's permissions."""
+        resp = await self._call("download", timeout=300.0, path=path, user=user)
         return base64.b64decode(resp["tar"])
 
     async def snapshot(self) -> None:
@@ -237,11 +248,14 @@ class Sandbox:
         return True
 
     async def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.channel.close()
-        await self.backend.destroy(self)
+        """Destroy the sandbox. Every caller waits until it is really gone, and a caller that
+        is cancelled (a pool closing while it resets) does not stop the destruction."""
+        loop = asyncio.get_running_loop()
+        if self._closing is None or (self._closing.get_loop() is not loop and not self._closing.done()):
+            self.closed = True
+            self.channel.close()
+            self._closing = loop.create_task(self.backend.destroy(self))
+        await asyncio.shield(self._closing)
 
     async def __aenter__(self) -> Sandbox:
         return self
@@ -288,7 +302,7 @@ class SandboxBackend(abc.ABC):
         for path, content in spec.files.items():
             await sandbox.write_file(path, content)
         for cmd in spec.setup:
-            res = await sandbox.exec(cmd, timeout=600.0, user="root" if self.name == "docker" else None)
+            res = await sandbox.exec(cmd, timeout=600.0, user="root")
             if not res.ok:
                 await sandbox.close()
                 raise SandboxOpError(f"setup command {cmd!r} failed ({res.exit_code}): {res.output[-2000:]}")

@@ -1,9 +1,13 @@
-"""Host side of the long-lived channel to a sandbox's `agent_server` (unix socket).
+"""Host side of the long-lived channel to a sandbox's server (unix socket).
 
 Connections are kept open and reused; a request that finds none idle opens another, so
 concurrent commands in one sandbox do not queue behind each other. Connections belong to
 the event loop that opened them (asyncio streams cannot move between loops), so idle
 connections are kept per loop.
+
+Every new connection first proves, both ways, that the two ends share the sandbox's key
+(`server.wire`): the harness never sends a request to, nor reads more than a few bytes
+from, anything but the server it started, whatever now sits at the socket's path.
 """
 
 from __future__ import annotations
@@ -12,28 +16,48 @@ import asyncio
 import contextlib
 import json
 import os
-import struct
+import secrets
+import stat
 import time
 import weakref
 from typing import Any
 
-_HEADER = struct.Struct(">I")
+from .server import wire
+
+_Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
 class ChannelClosed(ConnectionError):
     """The server end went away (the sandbox died or the server crashed)."""
 
 
+class ChannelForged(ChannelClosed):
+    """What answers at the socket is not the sandbox's server (it failed the handshake)."""
+
+
 class ChannelTimeout(TimeoutError):
     """The server did not answer within the deadline."""
 
 
+async def _read_frame(reader: asyncio.StreamReader, limit: int) -> dict[str, Any]:
+    (size,) = wire.HEADER.unpack(await reader.readexactly(wire.HEADER.size))
+    if size > limit:
+        raise ChannelForged(f"a frame of {size} bytes where at most {limit} may come")
+    return json.loads(await reader.readexactly(size))
+
+
+def _write_frame(writer: asyncio.StreamWriter, obj: dict[str, Any]) -> None:
+    data = json.dumps(obj).encode()
+    writer.write(wire.HEADER.pack(len(data)) + data)
+
+
 class Channel:
-    def __init__(self, socket_path: str) -> None:
+    def __init__(self, socket_path: str, key: str) -> None:
         self.socket_path = socket_path
-        self._idle: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
-        ] = weakref.WeakKeyDictionary()
+        self._key = key.encode()
+        self._idle: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[_Stream]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._closed = False
 
     async def wait_ready(self, timeout: float) -> dict[str, Any]:
@@ -41,9 +65,11 @@ class Channel:
         deadline = time.monotonic() + timeout
         delay = 0.005
         while True:
-            if os.path.exists(self.socket_path):
+            if os.path.lexists(self.socket_path):
                 try:
                     return await self.request({"op": "ping"}, timeout=max(0.1, deadline - time.monotonic()))
+                except ChannelForged:
+                    raise
                 except (ChannelClosed, OSError):
                     pass
             if time.monotonic() >= deadline:
@@ -51,40 +77,72 @@ class Channel:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
 
-    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _open(self) -> _Stream:
+        try:
+            st = os.lstat(self.socket_path)
+        except FileNotFoundError as e:
+            raise ChannelClosed(f"cannot connect to {self.socket_path}: it is gone") from e
+        if not stat.S_ISSOCK(st.st_mode):
+            raise ChannelForged(f"{self.socket_path} is no longer a socket (a link or file was put there)")
+        try:
+            reader, writer = await asyncio.open_unix_connection(self.socket_path, limit=2**20)
+        except (FileNotFoundError, ConnectionRefusedError) as e:
+            raise ChannelClosed(f"cannot connect to {self.socket_path}: {e}") from e
+        try:
+            ours = secrets.token_hex(16)
+            _write_frame(writer, {"op": "hello", "nonce": ours})
+            await writer.drain()
+            hello = await _read_frame(reader, wire.MAX_HELLO_FRAME)
+            theirs = hello.get("nonce")
+            if not isinstance(theirs, str) or not wire.check(
+                self._key, "server", ours, theirs, hello.get("proof")
+            ):
+                raise ChannelForged(f"the server at {self.socket_path} failed the handshake")
+            _write_frame(writer, {"op": "auth", "proof": wire.proof(self._key, "harness", ours, theirs)})
+            await writer.drain()
+            if not (await _read_frame(reader, wire.MAX_HELLO_FRAME)).get("ok"):
+                raise ChannelForged(f"the server at {self.socket_path} refused the handshake")
+        except ChannelForged:
+            writer.close()
+            raise
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, ValueError) as e:
+            writer.close()
+            raise ChannelClosed(f"handshake with {self.socket_path} broke off ({type(e).__name__})") from e
+        return reader, writer
+
+    async def _connection(self) -> _Stream:
         idle = self._idle.setdefault(asyncio.get_running_loop(), [])
         while idle:
             reader, writer = idle.pop()
             if not writer.is_closing() and not reader.at_eof():
                 return reader, writer
-        try:
-            return await asyncio.open_unix_connection(self.socket_path, limit=2**20)
-        except (FileNotFoundError, ConnectionRefusedError) as e:
-            raise ChannelClosed(f"cannot connect to {self.socket_path}: {e}") from e
+        return await self._open()
 
     async def request(self, payload: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """Send one request and wait for its response (at most `timeout` seconds)."""
         if self._closed:
             raise ChannelClosed("channel is closed")
-        reader, writer = await self._connection()
-        data = json.dumps(payload).encode()
         try:
-            writer.write(_HEADER.pack(len(data)) + data)
+            async with asyncio.timeout(timeout):
+                reader, writer = await self._connection()
+        except TimeoutError as e:
+            raise ChannelTimeout(f"{payload.get('op')}: no connection within {timeout}s") from e
+        try:
+            _write_frame(writer, payload)
             await writer.drain()
             async with asyncio.timeout(timeout):
-                (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
-                body = await reader.readexactly(size)
+                body = await _read_frame(reader, wire.MAX_FRAME)
         except TimeoutError as e:
             writer.close()  # the late answer would land on the next request: drop the connection
             raise ChannelTimeout(f"{payload.get('op')} got no answer within {timeout}s") from e
-        except (asyncio.IncompleteReadError, ConnectionError, OSError) as e:
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, ValueError) as e:
             writer.close()
             raise ChannelClosed(f"{payload.get('op')}: connection lost ({type(e).__name__})") from e
         except BaseException:
             writer.close()  # cancelled mid-request: the stream is out of step
             raise
         self._idle.setdefault(asyncio.get_running_loop(), []).append((reader, writer))
-        return json.loads(body)
+        return body
 
     def close(self) -> None:
         self._closed = True

@@ -1,11 +1,17 @@
 """Docker backend: one container per sandbox, through the `docker` SDK.
 
-Each container runs `agent_server.py` (bind-mounted read-only from this package) as its
+Each container runs the server (`server/`, bind-mounted read-only from this package) as its
 main process under docker-init; the server's socket sits in a per-sandbox host directory
-bind-mounted at /run/arborl, which is the whole channel. Containers are hardened by default:
-no network, all capabilities dropped but the few the server needs to run commands as the
-non-root user and to reset, no-new-privileges, memory/CPU/pids limits, /tmp as a sized tmpfs.
-Every container carries labels naming its owner process, so `reap()` finds orphans.
+bind-mounted at /run/arborl, which is the whole channel. That directory is root's (the agent
+cannot add, move or replace anything in it) and, when the harness is root, a small tmpfs of
+its own mounted nosuid,nodev,noexec, so nothing written there can run or fill the host.
+
+Containers are hardened by default: no network, all capabilities dropped but the few the
+server needs to run commands as the non-root user and to reset, no-new-privileges,
+memory/CPU/pids limits, /tmp as a sized tmpfs, and every other tree the agent writes on a
+sized tmpfs volume (filled from the image), so the container's writable layer grows only by
+what the harness itself writes as root. Every container carries labels naming its owner
+process, so `reap()` finds orphans.
 
 The engine must share this host's filesystem (a local daemon), because of the bind mounts.
 """
@@ -15,7 +21,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
+import os
+import secrets
 import shutil
+import subprocess
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -28,10 +38,16 @@ from .base import MANAGED_LABEL, Sandbox, SandboxBackend, SandboxInfo, SandboxSp
 from .channel import Channel, ChannelTimeout
 from .errors import SandboxStartError, SandboxUnavailable
 from .owner import OWNER_PID, owner_alive, owner_labels
+from .server.wire import KEY_ENV
 
-SERVER_SOURCE = Path(__file__).with_name("agent_server.py")
-SERVER_IN_CONTAINER = "/opt/arborl/agent_server.py"
+log = logging.getLogger(__name__)
+
+SERVER_DIR = Path(__file__).with_name("server")
+SERVER_HOME_IN_CONTAINER = "/opt/arborl"
 SOCKET_DIR_IN_CONTAINER = "/run/arborl"
+RUN_DIR_MB = 4  # sockets take no room; the harness's own small files (relay logs) some
+# Scratch directories every Debian image leaves world-writable: sized tmpfs, reset with the rest.
+SCRATCH_TMPFS = ("/var/tmp", "/run/lock")
 # What the in-container server needs: run commands as the agent user (SETUID/SETGID),
 # kill anything on reset (KILL), restore snapshots with owners and modes intact.
 SERVER_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"]
@@ -71,12 +87,84 @@ class DockerBackend(SandboxBackend):
         self._pool = ThreadPoolExecutor(self.config.api_threads, thread_name_prefix="arborl-docker")
         self.runtime_dir = Path(self.config.runtime_dir)
         self.runtime_dir.mkdir(parents=True, exist_ok=True)
+        self.runtime_dir.chmod(0o755)
+
+    # ---- the run directory: the channel's socket, the web stack's relays ------------------
+    def _make_run_dir(self, path: Path) -> None:
+        path.mkdir(mode=0o755)
+        if os.geteuid() != 0:
+            return  # cannot mount; the directory is still the harness's, not the agent's
+        res = subprocess.run(
+            [
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                f"size={RUN_DIR_MB}m,mode=0755,nosuid,nodev,noexec",
+                "arborl-run",
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if res.returncode != 0:
+            log.warning("cannot mount a tmpfs on %s (%s); using a plain directory", path, res.stderr.strip())
+
+    @staticmethod
+    def _drop_run_dir(path: Path) -> None:
+        if os.path.ismount(path):
+            subprocess.run(["umount", "-l", str(path)], capture_output=True)
+        shutil.rmtree(path, ignore_errors=True)
 
     async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
 
     # ---- lifecycle --------------------------------------------------------------------
-    def _start_container(self, spec: SandboxSpec, sandbox_id: str, sock_dir: Path, pool_id: str) -> Any:
+    @staticmethod
+    def _trees(spec: SandboxSpec) -> list[str]:
+        """The trees the agent writes that are not already a tmpfs: each gets a sized volume."""
+        trees = [p for p in spec.reset_paths if p != "/tmp" and p not in SCRATCH_TMPFS]
+        if not any(spec.workdir == p or spec.workdir.startswith(p.rstrip("/") + "/") for p in trees):
+            trees.append(spec.workdir)
+        return list(dict.fromkeys(trees))
+
+    def _volumes(self, spec: SandboxSpec) -> list[Any]:
+        """A sized tmpfs volume per tree, removed with the container (`remove(v=True)`)."""
+        from docker.types import DriverConfig, Mount
+
+        opts = {"type": "tmpfs", "device": "tmpfs", "o": f"size={spec.limits.disk_mb}m,nosuid,nodev"}
+        return [
+            Mount(target=p, source=None, type="volume", driver_config=DriverConfig("local", opts))
+            for p in self._trees(spec)
+        ]
+
+    def _fill_volumes(self, container: Any, spec: SandboxSpec) -> None:
+        """Copy the image's content at each tree into its (empty) volume, owners and modes kept.
+
+        Docker fills a plain volume from the image by itself, but not one with driver options
+        (the tmpfs): so the content is read from a container that is created, never started,
+        without volumes, and extracted into the running one, where the volume is mounted.
+        """
+        import docker.errors
+
+        staging = self.client.containers.create(
+            spec.image, command=["true"], network_mode="none", labels={MANAGED_LABEL: "1", **owner_labels()}
+        )
+        try:
+            for path in self._trees(spec):
+                try:
+                    stream, _ = staging.get_archive(path)
+                except docker.errors.NotFound:
+                    continue
+                if not container.put_archive(os.path.dirname(path.rstrip("/")) or "/", stream):
+                    raise SandboxStartError(f"cannot fill {path} of {spec.image!r} from the image")
+        finally:
+            with contextlib.suppress(docker.errors.NotFound):
+                staging.remove(force=True)
+
+    def _start_container(
+        self, spec: SandboxSpec, sandbox_id: str, sock_dir: Path, pool_id: str, key: str
+    ) -> Any:
         import docker.errors
 
         lim = spec.limits
@@ -95,7 +183,10 @@ class DockerBackend(SandboxBackend):
                 spec.image,
                 command=[
                     "python3",
-                    SERVER_IN_CONTAINER,
+                    "-E",
+                    "-s",
+                    "-m",
+                    "server.main",
                     "--socket",
                     f"{SOCKET_DIR_IN_CONTAINER}/agent.sock",
                     "--own-pid-namespace",
@@ -105,6 +196,8 @@ class DockerBackend(SandboxBackend):
                     json.dumps(rlimits),
                 ],
                 name=f"arborl-{sandbox_id[:16]}",
+                working_dir=SERVER_HOME_IN_CONTAINER,
+                environment={KEY_ENV: key},
                 detach=True,
                 init=True,
                 user="root",
@@ -117,10 +210,14 @@ class DockerBackend(SandboxBackend):
                 cap_drop=["ALL"],
                 cap_add=SERVER_CAPS,
                 security_opt=["no-new-privileges"],
-                tmpfs={"/tmp": f"size={lim.tmp_mb}m,mode=1777"},
+                tmpfs={
+                    "/tmp": f"size={lim.tmp_mb}m,mode=1777,nosuid,nodev",
+                    **{p: f"size={lim.tmp_mb}m,mode=1777,nosuid,nodev,noexec" for p in SCRATCH_TMPFS},
+                },
+                mounts=self._volumes(spec),
                 volumes={
                     str(sock_dir): {"bind": SOCKET_DIR_IN_CONTAINER, "mode": "rw"},
-                    str(SERVER_SOURCE): {"bind": SERVER_IN_CONTAINER, "mode": "ro"},
+                    str(SERVER_DIR): {"bind": f"{SERVER_HOME_IN_CONTAINER}/server", "mode": "ro"},
                 },
                 hostname="sandbox",
             )
@@ -134,12 +231,18 @@ class DockerBackend(SandboxBackend):
     async def create(self, spec: SandboxSpec, pool_id: str = "") -> Sandbox:
         sandbox_id = uuid.uuid4().hex
         sock_dir = self.runtime_dir / sandbox_id
-        sock_dir.mkdir(mode=0o755)
-        container = await self._run(self._start_container, spec, sandbox_id, sock_dir, pool_id)
-        sandbox = Sandbox(sandbox_id, spec, Channel(str(sock_dir / "agent.sock")), self)
+        key = secrets.token_hex(32)
+        await self._run(self._make_run_dir, sock_dir)
+        try:
+            container = await self._run(self._start_container, spec, sandbox_id, sock_dir, pool_id, key)
+        except BaseException:
+            await self._run(self._drop_run_dir, sock_dir)
+            raise
+        sandbox = Sandbox(sandbox_id, spec, Channel(str(sock_dir / "agent.sock"), key), self)
         sandbox.handle = container
         try:
             await sandbox.channel.wait_ready(self.config.start_timeout_s)
+            await self._run(self._fill_volumes, container, spec)
             res = await sandbox.exec(
                 ["install", "-d", "-o", spec.user, "-g", spec.user, spec.workdir], user="root", workdir="/"
             )
@@ -159,8 +262,8 @@ class DockerBackend(SandboxBackend):
         import docker.errors
 
         with contextlib.suppress(docker.errors.NotFound):
-            sandbox.handle.remove(force=True)
-        shutil.rmtree(self.runtime_dir / sandbox.id, ignore_errors=True)
+            sandbox.handle.remove(force=True, v=True)
+        self._drop_run_dir(self.runtime_dir / sandbox.id)
 
     async def destroy(self, sandbox: Sandbox) -> None:
         await self._run(self._remove, sandbox)
@@ -188,7 +291,12 @@ class DockerBackend(SandboxBackend):
         return f"container {state.get('Status')} ({why}){': ' + state['Error'] if state.get('Error') else ''}"
 
     async def snapshot(self, sandbox: Sandbox) -> list[tuple[str, str]]:
-        resp = await sandbox._call("snapshot", timeout=300.0, paths=list(sandbox.spec.reset_paths))
+        """The reset paths, plus whatever else the agent could write (found by the server)."""
+        covered = [*sandbox.spec.reset_paths, *SCRATCH_TMPFS]
+        extra = (await sandbox._call("writable", timeout=120.0, covered=covered))["paths"]
+        if extra:
+            log.info("%s: the agent can also write %s; reset restores them too", sandbox, extra)
+        resp = await sandbox._call("snapshot", timeout=300.0, paths=[*covered, *extra])
         return [(live, copy) for live, copy in resp["restore"]]
 
     # ---- listing and reaping ------------------------------------------------------------
@@ -220,9 +328,9 @@ class DockerBackend(SandboxBackend):
         for c in self._containers():
             if all_sandboxes or not owner_alive(c.labels):
                 with contextlib.suppress(docker.errors.NotFound):
-                    c.remove(force=True)
+                    c.remove(force=True, v=True)
                 sid = c.labels.get("arborl.sandbox_id", "")
                 if sid:
-                    shutil.rmtree(self.runtime_dir / sid, ignore_errors=True)
+                    self._drop_run_dir(self.runtime_dir / sid)
                 removed.append(sid or c.id)
         return removed

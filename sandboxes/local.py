@@ -1,16 +1,21 @@
 """Local backend: bubblewrap namespaces, for machines without a container engine.
 
-Each sandbox is one `bwrap` process running the same `agent_server.py` as the Docker
-backend, so the Sandbox API and most tests are shared. It gets: no network (its own empty
-net namespace), its own pid/ipc/uts namespaces, a read-only view of the host's /usr and
-/etc and nothing else of the host, writable host directories only for its `reset_paths`
-and workdir, rlimits for memory (address space), processes, file size and open files, and
-no capabilities. When the harness runs as root, bwrap runs as `nobody`, so even a path that
-leaked in could not be written and RLIMIT_NPROC applies.
+Each sandbox is one `bwrap` process running the same server (`server/`) as the Docker
+backend, so the Sandbox API and most tests are shared. The harness must be root: the server
+then runs as root (with only the capabilities it needs) and the agent's commands as a uid of
+their own, so the agent can neither signal, trace nor impersonate the server, nor reach its
+socket. A sandbox gets:
+- its own pid/ipc/uts/net namespaces (no network at all: `network=True` is refused, since
+  bwrap could only share the host's, loopback and abstract sockets included);
+- a read-only view of the host's /usr and /etc (with an /etc/passwd naming the agent) and
+  nothing else of the host;
+- writable trees only where reset restores them (the reset paths, the workdir, /var/tmp,
+  /dev/shm), all on one tmpfs of `disk_mb`, mounted nosuid,nodev;
+- a memory, pids and CPU cgroup for the sandbox as a whole (`cgroups.py`), plus file-size,
+  open-file and core rlimits per process.
 
 The host's Python and tools stand in for an image: `spec.image` is only a pool key here.
-Snapshots are taken by the host into a directory the sandbox sees read-only, so a command
-cannot tamper with the state that the next reset restores.
+Snapshots are taken by the host into a directory the sandbox sees read-only.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -30,14 +36,18 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import MANAGED_LABEL, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
+from .cgroups import CgroupError, SandboxCgroups, leftover_ids
 from .channel import Channel, ChannelTimeout
 from .errors import SandboxStartError, SandboxUnavailable
 from .owner import OWNER_PID, owner_alive, owner_labels
+from .server.wire import KEY_ENV
 
-SERVER_SOURCE = Path(__file__).with_name("agent_server.py")
-NOBODY = 65534
-SANDBOX_UID = 1000
+SERVER_DIR = Path(__file__).with_name("server")
 SNAPSHOT_IN_SANDBOX = "/.arborl/snapshot"
+SCRATCH = ("/var/tmp", "/dev/shm")  # writable in any Debian system: kept, sized and reset
+# What the server needs: run commands as the agent (SETUID/SETGID), kill anything on reset
+# (KILL), restore snapshots with owners and modes intact (CHOWN, DAC_OVERRIDE, FOWNER).
+SERVER_CAPS = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_SETUID", "CAP_SETGID", "CAP_KILL"]
 
 
 class LocalBackendConfig(BaseModel):
@@ -49,15 +59,21 @@ class LocalBackendConfig(BaseModel):
     runtime_dir: str = Field("/tmp/arborl-local", description="host dir holding each sandbox's files")
     python: str = Field("/usr/bin/python3", description="interpreter inside the sandbox (host path)")
     start_timeout_s: float = Field(15.0, description="how long a new sandbox may take to answer")
+    agent_uid: int = Field(
+        64000, description="host uid (and gid) the agent's commands run as; own it to no one"
+    )
 
 
-def _bwrap_works() -> str | None:
-    """None if bubblewrap can make a sandbox here, else the reason."""
-    if not shutil.which("bwrap"):
-        return "bubblewrap is not installed (apt-get install bubblewrap)"
-    probe = [
+def _base_argv() -> list[str]:
+    return [
         "bwrap",
-        "--unshare-all",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
         "--ro-bind",
         "/usr",
         "/usr",
@@ -65,21 +81,35 @@ def _bwrap_works() -> str | None:
         "usr/bin",
         "/bin",
         "--symlink",
+        "usr/sbin",
+        "/sbin",
+        "--symlink",
         "usr/lib",
         "/lib",
         "--symlink",
         "usr/lib64",
         "/lib64",
-        "/usr/bin/true",
     ]
-    res = subprocess.run(_as_nobody(probe), capture_output=True, text=True, timeout=30)
+
+
+def _bwrap_works() -> str | None:
+    """None if bubblewrap can make a sandbox here, else the reason."""
+    if not shutil.which("bwrap"):
+        return "bubblewrap is not installed (apt-get install bubblewrap)"
+    if os.geteuid() != 0:
+        return (
+            "the harness is not root: without root the agent's commands would share the server's "
+            "uid and could take over its channel; run as root or use sandbox=docker"
+        )
+    res = subprocess.run(
+        [*_base_argv(), "--cap-drop", "ALL", "/usr/bin/true"], capture_output=True, text=True, timeout=30
+    )
     return None if res.returncode == 0 else f"bwrap cannot create namespaces here: {res.stderr.strip()}"
 
 
-def _as_nobody(argv: list[str]) -> list[str]:
-    if os.getuid() != 0:
-        return argv
-    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--", *argv]
+def _umount(path: Path) -> None:
+    if os.path.ismount(path):
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 class LocalBackend(SandboxBackend):
@@ -94,110 +124,122 @@ class LocalBackend(SandboxBackend):
         self.runtime_dir.mkdir(parents=True, exist_ok=True)
         self.runtime_dir.chmod(0o755)
 
-    def _give(self, path: Path) -> None:
-        if os.getuid() == 0:
-            os.chown(path, NOBODY, NOBODY)
-
-    def _mounts(self, spec: SandboxSpec) -> list[str]:
-        # Writable trees: each reset path, and the workdir unless it lies inside one.
+    @staticmethod
+    def _writable(spec: SandboxSpec) -> list[str]:
+        """Every tree the agent may write: the reset paths, the workdir, the scratch dirs."""
         paths = list(dict.fromkeys(spec.reset_paths))
         if not any(spec.workdir == p or spec.workdir.startswith(p.rstrip("/") + "/") for p in paths):
             paths.append(spec.workdir)
-        return paths
+        return [*paths, *(p for p in SCRATCH if p not in paths)]
 
-    def _argv(self, spec: SandboxSpec, root: Path, writable: list[str]) -> list[str]:
+    def _identity_files(self, root: Path) -> None:
+        """The host's passwd and group, plus the agent, so tools that look the user up work."""
+        uid = self.config.agent_uid
+        for name, line in (
+            ("passwd", f"agent:x:{uid}:{uid}:arborl agent:/home/agent:/bin/bash\n"),
+            ("group", f"agent:x:{uid}:\n"),
+        ):
+            host = Path("/etc", name).read_text()
+            (root / name).write_text(host + ("" if host.endswith("\n") else "\n") + line)
+
+    def _argv(self, spec: SandboxSpec, root: Path, writable: list[str], cgroups: SandboxCgroups) -> list[str]:
         lim = spec.limits
-        rlimits = {
-            "as": lim.memory_mb * 2**20,
-            "nproc": lim.pids,
-            "fsize": lim.max_file_mb * 2**20,
-            "nofile": lim.nofile,
-            "core": 0,
-        }
+        rlimits = {"fsize": lim.max_file_mb * 2**20, "nofile": lim.nofile, "core": 0}
         argv = [
-            "bwrap",
-            "--unshare-all",
-            "--die-with-parent",
-            "--new-session",
-            "--cap-drop",
-            "ALL",
+            *_base_argv(),
             "--hostname",
             "sandbox",
-            "--uid",
-            str(SANDBOX_UID),
-            "--gid",
-            str(SANDBOX_UID),
-            "--ro-bind",
-            "/usr",
-            "/usr",
+            # bwrap makes missing mount points 0700 when run as root: the agent must see these
+            *(
+                a
+                for d in ("/home", "/opt", "/run", "/sys", "/sys/fs", "/sys/fs/cgroup", "/var")
+                for a in ("--perms", "0755", "--dir", d)
+            ),
             "--ro-bind",
             "/etc",
             "/etc",
-            "--symlink",
-            "usr/bin",
-            "/bin",
-            "--symlink",
-            "usr/sbin",
-            "/sbin",
-            "--symlink",
-            "usr/lib",
-            "/lib",
-            "--symlink",
-            "usr/lib64",
-            "/lib64",
+            "--ro-bind",
+            str(root / "passwd"),
+            "/etc/passwd",
+            "--ro-bind",
+            str(root / "group"),
+            "/etc/group",
             "--proc",
             "/proc",
             "--dev",
             "/dev",
-            "--tmpfs",
-            "/run",
-            "--tmpfs",
-            "/var",
             "--bind",
             str(root / "sock"),
             "/run/arborl",
             "--ro-bind",
-            str(SERVER_SOURCE),
-            "/opt/arborl/agent_server.py",
+            str(SERVER_DIR),
+            "/opt/arborl/server",
             "--ro-bind",
             str(root / "snap"),
             SNAPSHOT_IN_SANDBOX,
         ]
-        if spec.network is not False:
-            argv.insert(2, "--share-net")
+        for host, inside in cgroups.mounts.items():
+            argv += ["--ro-bind", host, inside]
         for i, path in enumerate(writable):
             argv += ["--bind", str(root / "fs" / str(i)), path]
+        argv += ["--cap-drop", "ALL"]  # bwrap run by root keeps every capability otherwise
+        for cap in SERVER_CAPS:
+            argv += ["--cap-add", cap]
         argv += [
-            "--clearenv",
-            "--setenv",
-            "HOME",
-            "/home/agent",
-            "--setenv",
-            "PATH",
-            "/usr/bin:/bin",
-            "--setenv",
-            "LANG",
-            "C.UTF-8",
             "--chdir",
-            "/",
+            "/opt/arborl",
             self.config.python,
-            "/opt/arborl/agent_server.py",
+            "-E",
+            "-s",
+            "-m",
+            "server.main",
             "--socket",
             "/run/arborl/agent.sock",
-            "--own-pid-namespace",  # --unshare-all gives it one
+            "--own-pid-namespace",
+            "--user",
+            str(self.config.agent_uid),
             "--limits",
             json.dumps(rlimits),
         ]
-        return _as_nobody(argv)
+        return argv
+
+    def _layout(self, spec: SandboxSpec, root: Path, writable: list[str]) -> None:
+        """The sandbox's host directories; its writable trees on one sized tmpfs."""
+        root.mkdir(mode=0o755)
+        for sub in ("sock", "snap", "fs"):
+            (root / sub).mkdir(mode=0o700 if sub == "snap" else 0o755)
+        # The writable trees, and the socket's directory (which only root writes), each on a
+        # sized tmpfs: nothing written there can fill the host's disk or run setuid on it.
+        for sub, opts in (
+            ("fs", f"size={spec.limits.disk_mb}m,nosuid,nodev"),
+            ("sock", "size=1m,nosuid,nodev,noexec"),
+        ):
+            res = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"{opts},mode=0755", f"arborl-{sub}", str(root / sub)],
+                capture_output=True,
+                text=True,
+            )
+            if res.returncode != 0:
+                raise SandboxStartError(f"cannot mount a sized tmpfs on {root / sub}: {res.stderr.strip()}")
+        uid = self.config.agent_uid
+        for i, path in enumerate(writable):
+            d = root / "fs" / str(i)
+            d.mkdir(mode=0o1777 if path in ("/tmp", *SCRATCH) else 0o755)
+            d.chmod(0o1777 if path in ("/tmp", *SCRATCH) else 0o755)
+            os.chown(d, uid, uid)
+        self._identity_files(root)
 
     async def create(self, spec: SandboxSpec, pool_id: str = "") -> Sandbox:
+        if spec.network is not False:
+            raise SandboxUnavailable(
+                "the local backend cannot give a sandbox a network of its own (bwrap could only share "
+                "the host's, loopback and abstract sockets included): use sandbox=docker for network=True"
+            )
         sandbox_id = uuid.uuid4().hex
         root = self.runtime_dir / sandbox_id
-        writable = self._mounts(spec)
-        for sub in ["sock", "snap", *(f"fs/{i}" for i in range(len(writable)))]:
-            (root / sub).mkdir(parents=True, mode=0o755)
-        for p in [root, root / "sock", root / "fs", *(root / "fs" / str(i) for i in range(len(writable)))]:
-            self._give(p)
+        writable = self._writable(spec)
+        key = secrets.token_hex(32)
+        cgroups = SandboxCgroups(sandbox_id)
         meta = {
             MANAGED_LABEL: "1",
             "arborl.sandbox_id": sandbox_id,
@@ -207,24 +249,43 @@ class LocalBackend(SandboxBackend):
             "arborl.image": spec.image,
             **owner_labels(),
         }
+        try:
+            await asyncio.to_thread(self._layout, spec, root, writable)
+            cgroups.create(spec.limits.memory_mb, spec.limits.pids, spec.limits.cpus)
+        except CgroupError as e:
+            await asyncio.to_thread(self._remove_dirs, root)
+            raise SandboxUnavailable(f"local sandbox backend cannot bound this sandbox: {e}") from e
+        except BaseException:
+            await asyncio.to_thread(self._remove_dirs, root)
+            raise
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent", "LANG": "C.UTF-8", KEY_ENV: key}
         log = open(root / "bwrap.log", "wb")  # noqa: SIM115 - handed to the child, closed below
         try:
             proc = subprocess.Popen(
-                self._argv(spec, root, writable),
+                self._argv(spec, root, writable, cgroups),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                env=env,
                 start_new_session=True,
+                preexec_fn=cgroups.join,  # only os.open/os.write: no lock a thread could hold
             )
+        except BaseException:
+            await asyncio.to_thread(cgroups.remove)
+            await asyncio.to_thread(self._remove_dirs, root)
+            raise
         finally:
             log.close()
         meta["arborl.bwrap_pid"] = str(proc.pid)
         (root / "meta.json").write_text(json.dumps(meta))
-        sandbox = Sandbox(sandbox_id, spec, Channel(str(root / "sock" / "agent.sock")), self)
-        sandbox.handle = (proc, root, writable)
+        sandbox = Sandbox(sandbox_id, spec, Channel(str(root / "sock" / "agent.sock"), key), self)
+        sandbox.handle = (proc, root, writable, cgroups)
         try:
             await sandbox.channel.wait_ready(self.config.start_timeout_s)
             await self._prepare(sandbox)
+            leaks = (await sandbox._call("writable", timeout=120.0, covered=writable))["paths"]
+            if leaks:
+                raise SandboxStartError(f"the agent could write {leaks}, which reset would not restore")
         except ChannelTimeout as e:
             reason = await self.describe_death(sandbox)
             await sandbox.close()
@@ -234,19 +295,26 @@ class LocalBackend(SandboxBackend):
             raise
         return sandbox
 
+    @staticmethod
+    def _remove_dirs(root: Path) -> None:
+        _umount(root / "fs")
+        _umount(root / "sock")
+        shutil.rmtree(root, ignore_errors=True)
+
     async def destroy(self, sandbox: Sandbox) -> None:
-        proc, root, _ = sandbox.handle
+        proc, root, _, cgroups = sandbox.handle
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
         await asyncio.to_thread(proc.wait)
-        await asyncio.to_thread(shutil.rmtree, root, True)
+        await asyncio.to_thread(cgroups.remove)
+        await asyncio.to_thread(self._remove_dirs, root)
 
     async def is_running(self, sandbox: Sandbox) -> bool:
         return bool(sandbox.handle[0].poll() is None)
 
     async def describe_death(self, sandbox: Sandbox) -> str:
-        proc, root, _ = sandbox.handle
+        proc, root = sandbox.handle[:2]
         code = proc.poll()
         if code is None:
             return "bwrap is running but its server does not answer"
@@ -256,13 +324,11 @@ class LocalBackend(SandboxBackend):
         return f"bwrap exited with {code}{': ' + log.strip() if log.strip() else ''}"
 
     async def snapshot(self, sandbox: Sandbox) -> list[tuple[str, str]]:
-        _, root, writable = sandbox.handle
+        _, root, writable, _ = sandbox.handle
 
         def copy() -> list[tuple[str, str]]:
             pairs = []
             for i, path in enumerate(writable):
-                if path not in sandbox.spec.reset_paths:
-                    continue
                 target = root / "snap" / str(i)
                 if target.exists():
                     shutil.rmtree(target)
@@ -307,6 +373,12 @@ class LocalBackend(SandboxBackend):
                 if pid > 0:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(pid, signal.SIGKILL)
-                shutil.rmtree(root, ignore_errors=True)
+                SandboxCgroups(meta["arborl.sandbox_id"]).remove()
+                self._remove_dirs(root)
                 removed.append(meta["arborl.sandbox_id"])
+        # cgroups whose sandbox directory is already gone (a harness killed mid-create)
+        known = {meta["arborl.sandbox_id"] for _, meta in self._entries()}
+        if all_sandboxes:
+            for sid in leftover_ids() - known:
+                SandboxCgroups(sid).remove()
         return removed

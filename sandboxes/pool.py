@@ -11,8 +11,10 @@
   place (`Sandbox.reset`, milliseconds) in the background; the releaser does not wait.
 - Self-healing: a sandbox that crashed, fails its reset, or fails a health check is
   destroyed and replaced; `min_idle` warm sandboxes per spec are kept topped up.
-- No leaks: sandboxes are labelled with this process as owner; `start()` reaps the orphans
-  of dead owners (e.g. a harness killed with SIGKILL).
+- No leaks: every sandbox the pool made is tracked until it is destroyed, so `close()`
+  removes it whatever it is doing (idle, lent, mid-reset, being created, crashed);
+  sandboxes are labelled with this process as owner, and `start()` reaps the orphans of
+  dead owners (e.g. a harness killed with SIGKILL).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class SandboxPool:
         self._idle: defaultdict[str, deque[Sandbox]] = defaultdict(deque)
         self._specs: dict[str, SandboxSpec] = {}
         self._in_use: set[Sandbox] = set()
+        self._alive: set[Sandbox] = set()  # every sandbox made and not yet destroyed
         self._uses: dict[str, int] = {}
         self._total = 0  # alive + being created
         self._cond = asyncio.Condition()
@@ -83,9 +86,10 @@ class SandboxPool:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        everything = [sb for q in self._idle.values() for sb in q] + list(self._in_use)
+        everything = self._alive | {sb for q in self._idle.values() for sb in q} | self._in_use
         self._idle.clear()
         self._in_use.clear()
+        self._alive.clear()
         await asyncio.gather(*(sb.close() for sb in everything), return_exceptions=True)
         self._total = 0
         async with self._cond:
@@ -178,6 +182,7 @@ class SandboxPool:
         """Give a sandbox back: reset in the background, or replace it if it is broken."""
         self._in_use.discard(sb)
         if self._closed:
+            self._alive.discard(sb)
             self._spawn(sb.close())
             return
         self._uses[sb.id] = self._uses.get(sb.id, 0) + 1
@@ -190,6 +195,10 @@ class SandboxPool:
     async def _create(self, spec: SandboxSpec) -> Sandbox:
         t = time.perf_counter()
         sb = await self.backend.create(spec, pool_id=self.id)
+        if self._closed:  # closed while this one was starting: nobody will return it
+            await sb.close()
+            raise PoolClosed("pool was closed while a sandbox was being created")
+        self._alive.add(sb)
         self.metrics.record("create", time.perf_counter() - t)
         return sb
 
@@ -214,6 +223,7 @@ class SandboxPool:
         self._uses.pop(sb.id, None)
         with contextlib.suppress(Exception):
             await sb.close()
+        self._alive.discard(sb)
         if count:
             async with self._cond:
                 self._total -= 1

@@ -65,7 +65,8 @@ def test_wheel_holds_only_the_arborl_namespace(tmp_path):
         assert f"arborl/{layer}/__init__.py" in names
         assert f"arborl/{layer}/py.typed" in names
     data_files = (
-        "sandboxes/agent_server.py",
+        "sandboxes/server/main.py",
+        "sandboxes/server/wire.py",
         "cli/conf/config.yaml",
         "cli/conf/sandbox/local.yaml",
         "cli/conf/train.yaml",

@@ -12,10 +12,15 @@ import pytest
 from arborl.sandboxes import SandboxFileNotFound, SandboxOpError
 
 
+def agent_uid(sb) -> str:
+    """The agent's uid: the image's `agent` user (Docker), or the local backend's own uid."""
+    return "1000" if sb.backend.name == "docker" else str(sb.backend.config.agent_uid)
+
+
 async def test_exec_reports_exit_code_streams_and_user(sb):
     res = await sb.exec("id -u; pwd; cat hello.txt; echo oops >&2; exit 3")
     assert res.exit_code == 3 and not res.ok
-    assert res.stdout.split() == ["1000", "/workspace", "hello"]
+    assert res.stdout.split() == [agent_uid(sb), "/workspace", "hello"]
     assert res.stderr == "oops\n"
     assert not res.timed_out and not res.truncated
 
@@ -72,7 +77,7 @@ async def test_files_roundtrip_and_permissions(sb):
     await sb.write_file("/workspace/new/dir/blob.bin", payload)
     assert await sb.read_file("/workspace/new/dir/blob.bin") == payload
     res = await sb.exec("stat -c %u new/dir/blob.bin && echo more >> new/dir/blob.bin")
-    assert res.ok and res.stdout.strip() == "1000"  # owned by, and writable for, the agent user
+    assert res.ok and res.stdout.strip() == agent_uid(sb)  # owned by, and writable for, the agent user
     with pytest.raises(SandboxFileNotFound):
         await sb.read_file("/workspace/nope.txt")
     with pytest.raises(SandboxOpError, match="larger than"):
@@ -132,7 +137,7 @@ async def test_concurrent_commands_in_one_sandbox(sb):
 
 async def test_ping_reports_server(sb):
     info = await sb.ping()
-    assert info["version"] == 1 and info["processes"] >= 1
+    assert info["version"] == 2 and info["processes"] >= 1
 
 
 async def test_reset_sees_through_forged_mtimes_and_type_changes(sb):

@@ -1,0 +1,253 @@
+"""Snapshot and reset: kill what the episode left, put the writable trees back.
+
+Also finds what the agent could write outside the trees the harness asked to restore, so
+the backend can restore those too (or refuse to start): state that survives a reset is a
+channel from one episode to the next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import time
+
+SNAPSHOT_ROOT = "/var/lib/arborl/snapshot"
+_NEVER_SCANNED = ("/proc", "/sys")
+
+
+def coarse_now() -> int:
+    """The clock file ctimes come from (coarse, up to a tick behind the precise one)."""
+    return time.clock_gettime_ns(getattr(time, "CLOCK_REALTIME_COARSE", 5))
+
+
+def _next_tick() -> int:
+    """Wait for the coarse clock to move on, and return it.
+
+    A mark must be later than every ctime the restore just wrote (so those files count as
+    untouched next time) and not later than any ctime the agent writes afterwards (so its
+    edits count as touched): the first tick after the copies is both. Costs at most one
+    tick (a few ms), and only after a restore that copied something.
+    """
+    start = coarse_now()
+    while (now := coarse_now()) <= start:
+        time.sleep(0.0005)
+    return now
+
+
+def _inside(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def agent_writable(uid: int, gid: int, covered: list[str]) -> list[str]:
+    """Directories and files outside `covered` that `uid`/`gid` may write (by mode bits).
+
+    A writable directory is reported whole (its subtree is not walked); read-only mounts
+    do not count.
+    """
+
+    def may_write(st: os.stat_result) -> bool:
+        m = st.st_mode
+        return bool(m & 0o002 or (st.st_uid == uid and m & 0o200) or (st.st_gid == gid and m & 0o020))
+
+    found: list[str] = []
+    skip = [*covered, *_NEVER_SCANNED, SNAPSHOT_ROOT]
+
+    def read_only(path: str) -> bool:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+
+    def walk(d: str, dev: int) -> None:
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            return
+        for e in entries:
+            if _inside(e.path, skip):
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            is_dir, is_reg = stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)
+            if is_dir and st.st_dev != dev and read_only(e.path):
+                continue  # a read-only mount (the host's /usr in bwrap): nothing below is writable
+            if (is_dir or is_reg) and may_write(st) and not read_only(e.path):
+                found.append(e.path)
+            elif is_dir:
+                walk(e.path, st.st_dev)
+
+    walk("/", os.lstat("/").st_dev)
+    return sorted(found)
+
+
+def snapshot(paths: list[str], own: tuple[int, int] | None) -> list[list[str]]:
+    """Copy each path aside, where only root can read it; returns (path, copy) pairs."""
+    os.makedirs(SNAPSHOT_ROOT, mode=0o700, exist_ok=True)
+    os.chmod(os.path.dirname(SNAPSHOT_ROOT), 0o700)
+    pairs = []
+    for i, path in enumerate(paths):
+        target = os.path.join(SNAPSHOT_ROOT, str(i))
+        if os.path.lexists(target):
+            _remove(target, os.lstat(target))
+        if not os.path.lexists(path):
+            os.makedirs(path, exist_ok=True)
+            if own is not None:
+                os.chown(path, *own)
+        subprocess.run(["cp", "-a", "--", path, target], check=True)
+        pairs.append([path, target])
+    return pairs
+
+
+def _live_pids(keep: set[int]) -> list[int]:
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in keep:
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                state = f.read().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("Z", "X"):  # zombies wait for their parent's wait(), not for us
+            pids.append(int(name))
+    return pids
+
+
+def kill_everything_else(own_pid_namespace: bool) -> int:
+    """SIGKILL every process in the sandbox but PID 1 and this server; returns the count.
+
+    In its own PID namespace the server uses kill(-1): the kernel signals every process
+    but init and the caller in one pass under the tasklist lock, so a fork bomb cannot
+    slip a child past it. The /proc sweep then catches anything left (and is all there
+    is without a private PID namespace, where kill(-1) would reach the whole host).
+    """
+    keep = {1, os.getpid(), os.getppid()}
+    before = len(_live_pids(keep))
+    if own_pid_namespace:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+    for _ in range(500):
+        pids = _live_pids(keep)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.0005)
+    return before
+
+
+def _remove(path: str, st: os.stat_result) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+class Restorer:
+    """Makes live trees equal to their snapshots, copying only what changed since last time."""
+
+    def __init__(self) -> None:
+        self.marks: dict[str, int] = {}  # live path -> coarse time its last restore ended
+
+    def mark(self, paths: list[str]) -> None:
+        self.marks = {p: _next_tick() for p in paths}
+
+    def restore(self, pairs: list[list[str]]) -> int:
+        copied = 0
+        for path, snap in pairs:
+            try:
+                if os.path.isdir(snap) and not os.path.islink(snap):
+                    copied += self._sync_tree(snap, path, self.marks.get(path))
+                    self._copy_meta(os.lstat(snap), path)
+                else:
+                    copied += self._sync_file(snap, path, self.marks.get(path))
+            except OSError:
+                # Whatever went wrong (an odd file type, a half-deleted tree), start over.
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+                subprocess.run(["cp", "-a", "--", snap, path], check=True)
+                self.marks.pop(path, None)
+        now = _next_tick() if copied else coarse_now()
+        for path, _ in pairs:
+            self.marks[path] = now
+        return copied
+
+    def _sync_file(self, src: str, dst: str, mark: int | None) -> int:
+        want = os.lstat(src)
+        try:
+            have = os.lstat(dst)
+        except FileNotFoundError:
+            return self._copy_entry(src, dst, want)
+        if (
+            stat.S_IFMT(have.st_mode) == stat.S_IFMT(want.st_mode)
+            and mark is not None
+            and have.st_ctime_ns < mark
+        ):
+            return 0
+        _remove(dst, have)
+        return self._copy_entry(src, dst, want)
+
+    def _sync_tree(self, src: str, dst: str, mark: int | None) -> int:
+        """Make `dst` equal to the snapshot `src`; returns how many entries were copied.
+
+        An entry whose ctime is older than `mark` (the end of the previous restore) was not
+        touched since, and is kept as it is: restore costs O(changed files), and untouched
+        files keep their inodes, so `git status` does not re-hash the tree. ctime cannot be
+        set by users; renames, links, chmod and writes all advance it. Without a mark
+        (first reset) every file is copied.
+        """
+        try:
+            live = {e.name: e for e in os.scandir(dst)}
+        except FileNotFoundError:
+            os.mkdir(dst)
+            live = {}
+        copied = 0
+        for entry in os.scandir(src):
+            want = entry.stat(follow_symlinks=False)
+            target = os.path.join(dst, entry.name)
+            have_entry = live.pop(entry.name, None)
+            if have_entry is not None:
+                have = have_entry.stat(follow_symlinks=False)
+                same_kind = stat.S_IFMT(have.st_mode) == stat.S_IFMT(want.st_mode)
+                if same_kind and stat.S_ISDIR(want.st_mode):
+                    copied += self._sync_tree(entry.path, target, mark)
+                    self._copy_meta(want, target)
+                    continue
+                if same_kind and mark is not None and have.st_ctime_ns < mark:
+                    continue
+                _remove(target, have)
+            copied += self._copy_entry(entry.path, target, want)
+        for entry in live.values():
+            _remove(entry.path, entry.stat(follow_symlinks=False))
+        return copied
+
+    def _copy_entry(self, src: str, dst: str, st: os.stat_result) -> int:
+        if stat.S_ISLNK(st.st_mode):
+            os.symlink(os.readlink(src), dst)
+            with contextlib.suppress(OSError):
+                os.lchown(dst, st.st_uid, st.st_gid)
+            return 1
+        if stat.S_ISDIR(st.st_mode):
+            os.mkdir(dst)
+            n = self._sync_tree(src, dst, None)
+            self._copy_meta(st, dst)
+            return n + 1
+        if stat.S_ISREG(st.st_mode):
+            shutil.copyfile(src, dst, follow_symlinks=False)
+            self._copy_meta(st, dst)
+            return 1
+        subprocess.run(["cp", "-a", "--", src, dst], check=True)  # fifos, sockets: rare
+        return 1
+
+    @staticmethod
+    def _copy_meta(st: os.stat_result, path: str) -> None:
+        os.chown(path, st.st_uid, st.st_gid, follow_symlinks=False)
+        os.chmod(path, stat.S_IMODE(st.st_mode))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
