@@ -18,6 +18,7 @@ cannot start again is replaced by a new container.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 import tempfile
@@ -78,6 +79,8 @@ DESKTOP_FILES = {
     # OSWorld's VM snapshot has changed (automatic screen lock off; its `os` tasks rely on it).
     f"{HOME}/.config/glib-2.0/settings/keyfile": "[org/gnome/desktop/screensaver]\nlock-enabled=false\n",
 }
+
+_SHIM_B64 = base64.b64encode(SUDO_SHIM.encode()).decode()
 
 DEFAULT_TASK = DesktopTask(
     id="arborl/desktop-hello",
@@ -160,12 +163,14 @@ class DesktopEnv(SandboxEnv):
             # GSETTINGS_BACKEND=keyfile: no dconf daemon (no D-Bus) in the sandbox, and unlike
             # `memory` a `gsettings set` persists (in ~/.config/glib-2.0/settings/keyfile).
             env={**self.display.env, "NO_AT_BRIDGE": "1", "GSETTINGS_BACKEND": "keyfile"},
-            files={**DESKTOP_FILES, f"{SHIM_DIR}/sudo": SUDO_SHIM},
+            files=DESKTOP_FILES,
             setup=(
                 # OSWorld's conventions (see `commands`): ~/Desktop, /home/user for its user's
-                # home, and the sudo shim that root-run setup steps find first on their PATH.
-                f"mkdir -p {HOME}/Desktop && chown -R {user}: {HOME} && chmod 755 {SHIM_DIR}/sudo",
+                # home, and the sudo shim that root-run setup steps find first on their PATH,
+                # written by root where the agent cannot change it.
+                f"mkdir -p {HOME}/Desktop && chown -R {user}: {HOME}",
                 f"[ -e /home/user ] || ln -s {HOME} /home/user",
+                f"mkdir -p {SHIM_DIR} && echo {_SHIM_B64} | base64 -d > {SHIM_DIR}/sudo && chmod 755 {SHIM_DIR}/sudo",
             ),
             limits=self.limits,
         )

@@ -57,7 +57,14 @@ def test_config_for_paths_and_predictions():
 def test_a_user_file_gold_empty_and_predictions(docker_backend, tmp_path):
     inst = rows(3)
     (tmp_path / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in inst))
-    common = ["suite=mine.jsonl", f"swe.repos_dir=[{REPOS}]", "sandbox=docker", "concurrency=2"]
+    # swe.images=off: the portable form (files read from the bundle by the loader, binary-safe)
+    common = [
+        "suite=mine.jsonl",
+        f"swe.repos_dir=[{REPOS}]",
+        "swe.images=off",
+        "sandbox=docker",
+        "concurrency=2",
+    ]
     gold = arborl("eval", *common, "agent=gold", "run.dir=gold", cwd=tmp_path)
     assert gold.returncode == 0, gold.stdout + gold.stderr
     assert json.loads((tmp_path / "gold/summary.json").read_text())["resolved"] == 3

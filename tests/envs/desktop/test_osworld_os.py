@@ -118,7 +118,10 @@ def test_scripted_solution_scores_1_and_no_action_scores_0(desktop, task_id):
     task = load_osworld_task(DATA / f"{task_id}.json")
     solution = SOLUTIONS["solved"][task_id]
     _, info = desktop.reset(options={"task": task})
-    assert all(s.get("exit_code", 0) == 0 for s in info["setup"] if s["type"] == "execute"), info["setup"]
+    # every command ran (a462a795's `sudo -S su - charles` exits 1: there is no such user, as in
+    # OSWorld's VM; OSWorld checks no exit codes)
+    assert all(s.get("exit_code", 0) in (0, 1) for s in info["setup"]), info["setup"]
+    assert any("pyautogui" in s for s in info["setup"]) == ("pyautogui" in json.dumps(task.model_dump()))
     _, reward, terminated, _, step = desktop.step("DONE")
     assert terminated and reward == 0.0, step.get("evaluation")
     desktop.reset(options={"task": task})
