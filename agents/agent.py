@@ -275,6 +275,8 @@ class Agent:
             + [self.version_offset + v for v in gen.versions],
             finish_reason=gen.finish_reason,
             gen_s=gen.latency_s,
+            # the state the reply was made in: reset's, or the last step's (GiGPO's anchor)
+            anchor_state_hash=str(state.infos[-1].get("state_hash", "")),
         )
         state.chat.append_response(ids)
         text = self.tokenizer.decode(ids, skip_special_tokens=True)

@@ -10,7 +10,8 @@ verl's own driver (`compute_advantage`) passes exactly these to a registered est
 `turn_returns` runs there as is. GiGPO and the tree estimator need more, which arborl's
 driver (`compute_advantages` below) passes as keyword arguments:
 
-    turn_state_hashes [B]  per row, the env-state hash after each turn (GiGPO anchors)
+    anchor_state_hashes [B]  per row, the hash of the env state each turn started from
+                             (GiGPO's anchor states; the first turn's is the state after reset)
     tree_paths [B]         per row, the node id of each turn in its group's tree
 
 Registered names: verl's ``grpo`` / ``rloo`` / ... stay verl's; arborl adds ``gigpo``,
@@ -19,6 +20,7 @@ Registered names: verl's ``grpo`` / ``rloo`` / ... stay verl's; arborl adds ``gi
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -68,11 +70,15 @@ def _offsets(lengths: list[int]) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
-def _cfg(config: Any, key: str, default: float) -> float:
+def _cfg_value(config: Any, key: str, default: Any) -> Any:
     if config is None:
         return default
     value = config.get(key, default) if isinstance(config, Mapping) else getattr(config, key, default)
-    return float(default if value is None else value)
+    return default if value is None else value
+
+
+def _cfg(config: Any, key: str, default: float) -> float:
+    return float(_cfg_value(config, key, default))
 
 
 def _group_ids(index: Any, n: int) -> np.ndarray:
@@ -82,16 +88,6 @@ def _group_ids(index: Any, n: int) -> np.ndarray:
     if ids.shape[0] != n:
         raise CreditError(f"index has {ids.shape[0]} entries for {n} rows")
     return ids.astype(np.int64)
-
-
-def _episode_advantage(returns: torch.Tensor, index: Any, eps: float, norm: bool) -> torch.Tensor:
-    """GRPO on episode returns: ``(R - mean_group) / (std_group + eps)`` per row (verl's GRPO)."""
-    rewards = torch.zeros(returns.shape[0], 1)
-    rewards[:, 0] = returns
-    adv, _ = core_algos.compute_grpo_outcome_advantage(
-        rewards, torch.ones_like(rewards), np.asarray(index, dtype=object), eps, norm
-    )
-    return adv[:, 0]
 
 
 @register_adv_est("turn_returns")
@@ -127,40 +123,89 @@ def compute_turn_returns_advantage(
     return _to_tokens(adv, spans, token_level_rewards), _to_tokens(list(split), spans, token_level_rewards)
 
 
+#: GiGPO's normalisations (verl-agent's ``mode``): ``mean_norm`` subtracts the group mean
+#: (verl-agent's default), ``mean_std_norm`` also divides by the group's std (+ ε).
+GIGPO_MODES = ("mean_norm", "mean_std_norm")
+
+
+def _group_normalise(
+    scores: np.ndarray, keys: np.ndarray, lone_mean: str, use_std: bool, eps: float
+) -> np.ndarray:
+    """``(x - mean_k) [/ (std_k + eps)]`` within each key; for a key of one member the mean is
+    0 (``lone_mean="zero"``: GRPO's and verl-agent's episode rule) or the member itself
+    (``"self"``: its advantage is 0, GiGPO's step rule). std is unbiased, 1 for one member."""
+    _, ids = np.unique(keys, return_inverse=True)
+    counts = np.bincount(ids).astype(np.float64)
+    means = np.bincount(ids, weights=scores) / counts
+    if lone_mean == "zero":
+        means = np.where(counts > 1, means, 0.0)
+    out = scores - means[ids]
+    if use_std:
+        sq = np.bincount(ids, weights=(scores - means[ids]) ** 2)
+        std = np.where(counts > 1, np.sqrt(sq / np.maximum(counts - 1, 1)), 1.0)
+        out = out / (std[ids] + eps)
+    return out
+
+
 @register_adv_est("gigpo")
 def compute_gigpo_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
     index: Any = None,
     config: Any = None,
-    turn_state_hashes: Any = None,
+    anchor_state_hashes: Any = None,
     step_weight: float | None = None,
     gamma: float | None = None,
+    mode: str | None = None,
     epsilon: float = 1e-6,
-    norm_adv_by_std_in_grpo: bool = True,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GiGPO (Feng et al., 2025): episode-level plus anchor-state step-level groups.
+    """GiGPO (Feng et al., 2025, eq. 3-8): episode-level plus anchor-state step-level groups.
 
-    ``A(turn t of row i) = A_E(i) + ω · A_S(t)`` where ``A_E`` is GRPO over the group's episode
-    returns, and ``A_S`` normalises the turn's discounted return ``G_t`` (γ) among the turns
-    of the same group that left the env in the same state (equal state hash): the anchor
-    state's step group. ω is ``step_weight`` (else ``config.gigpo_step_weight``, else 1).
+    For turn ``t`` of row ``i`` (episode group = the rows of one ``index``)::
+
+        A(i, t) = A_E(i) + ω · A_S(i, t)
+        A_E(i)    = (R_i - mean_group R) [/ (std_group R + ε)]      R_i = Σ_t r_{i,t} (undiscounted)
+        A_S(i, t) = (G_{i,t} - mean_anchor G) [/ (std_anchor G + ε)] G_{i,t} = Σ_k γ^(k-t) r_{i,k}
+
+    The anchor group of a turn is every turn of the same episode group taken from the same
+    env state: ``anchor_state_hashes[i][t]`` is the hash of the state turn t *started from*
+    (after reset for the first turn), so different actions from one state are compared. A turn
+    alone in its anchor group (the common case) gets ``A_S = 0``; an unknown state (``""``)
+    never matches anything. A lone episode keeps ``A_E = R`` (mean 0, std 1: GRPO's and
+    verl-agent's rule). ``[/ ...]`` only with ``mode="mean_std_norm"``; ``mean_norm`` (the
+    default, as verl-agent's) subtracts the mean only. std is unbiased (torch.std).
+
+    Options (keyword, else ``config.<key>``, else the default): ``step_weight``
+    (``gigpo_step_weight``, 1), ``gamma`` (``gamma``, 1), ``mode`` (``gigpo_mode``,
+    ``mean_norm``). verl-agent's GiGPO recipes use ω 1, γ 0.95, ``mean_norm``.
+    Returns ``(A, G)`` per token.
     """
-    if turn_state_hashes is None:
+    if anchor_state_hashes is None:
+        hint = (
+            " (turn_state_hashes / next_state_hashes are the states *after* each turn, not anchors)"
+            if "turn_state_hashes" in kwargs or "next_state_hashes" in kwargs
+            else ""
+        )
         raise CreditError(
-            "gigpo needs turn_state_hashes (the env-state hash after each turn of each row); "
-            "arborl.trainer.batch puts it in non_tensor_batch, arborl's compute_advantages passes it"
+            "gigpo needs anchor_state_hashes (per row, the hash of the env state each turn started "
+            "from); arborl.trainer.batch puts it in non_tensor_batch, arborl's compute_advantages "
+            "passes it" + hint
         )
     w = _cfg(config, "gigpo_step_weight", 1.0) if step_weight is None else float(step_weight)
     g = _cfg(config, "gamma", 1.0) if gamma is None else float(gamma)
+    if mode is None:
+        mode = str(_cfg_value(config, "gigpo_mode", "mean_norm"))
+    if mode not in GIGPO_MODES:
+        raise CreditError(f"gigpo mode must be one of {GIGPO_MODES}, got {mode!r}")
+    use_std = mode == "mean_std_norm"
     spans = turn_spans(response_mask)
     per_turn = _turn_rewards(token_level_rewards, spans)
     lengths = [len(p) for p in per_turn]
-    hashes = [list(h) for h in turn_state_hashes]
+    hashes = [list(h) for h in anchor_state_hashes]
     if [len(h) for h in hashes] != lengths:
         raise CreditError(
-            f"turn_state_hashes has {[len(h) for h in hashes]} turns per row; the mask has {lengths}"
+            f"anchor_state_hashes has {[len(h) for h in hashes]} turns per row; the mask has {lengths}"
         )
     groups = _group_ids(index, len(lengths))
     returns = discounted_returns(np.concatenate(per_turn) if per_turn else [], _offsets(lengths), g)
@@ -168,15 +213,14 @@ def compute_gigpo_advantage(
     table: dict[str, int] = {}
     state_ids = []
     for k, h in enumerate(s for row in hashes for s in row):
-        state_ids.append(table.setdefault(h, len(table)) if h else -1 - k)
-    step_groups = np.repeat(groups, lengths)
+        state_ids.append(table.setdefault(str(h), len(table)) if h else -1 - k)
     step_adv, _ = gigpo_step_advantages(
-        returns, step_groups, np.asarray(state_ids), epsilon, norm_adv_by_std_in_grpo
+        returns, np.repeat(groups, lengths), np.asarray(state_ids, dtype=np.int64), epsilon, use_std
     )
-    first = np.array([returns[o] if n else 0.0 for o, n in zip(_offsets(lengths)[:-1], lengths, strict=True)])
-    episode = _episode_advantage(torch.from_numpy(first).float(), index, epsilon, norm_adv_by_std_in_grpo)
+    totals = np.array([p.sum() for p in per_turn], dtype=np.float64)
+    episode = _group_normalise(totals, groups, "zero", use_std, epsilon)
     split = np.split(step_adv, np.cumsum(lengths)[:-1]) if lengths else []
-    adv = [episode[i].item() + w * s for i, s in enumerate(split)]
+    adv = [episode[i] + w * s for i, s in enumerate(split)]
     ret = np.split(returns, np.cumsum(lengths)[:-1]) if lengths else []
     return _to_tokens(adv, spans, token_level_rewards), _to_tokens(ret, spans, token_level_rewards)
 
@@ -240,7 +284,7 @@ def compute_tree_advantage(
 
 
 #: What arborl's driver passes from `non_tensor_batch` to an estimator that accepts it.
-EXTRA_FIELDS = ("turn_state_hashes", "tree_paths")
+EXTRA_FIELDS = ("anchor_state_hashes", "tree_paths")
 
 
 def compute_advantages(data: Any, estimator: str, **options: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -249,7 +293,7 @@ def compute_advantages(data: Any, estimator: str, **options: Any) -> tuple[torch
     Passes what verl's driver passes (``token_level_rewards`` — here the batch's
     ``token_level_scores`` when no rewards were shaped —, ``response_mask``, ``index``) plus
     arborl's extra per-row fields, and ``options`` (e.g. ``gamma=0.9``, ``step_weight=0.5``,
-    ``norm_adv_by_std_in_grpo=False``) as keyword arguments.
+    ``mode="mean_std_norm"``) as keyword arguments.
     """
     fn = core_algos.get_adv_estimator_fn(estimator)
     batch, extra = data.batch, data.non_tensor_batch
@@ -259,7 +303,8 @@ def compute_advantages(data: Any, estimator: str, **options: Any) -> tuple[torch
     kwargs: dict[str, Any] = {"token_level_rewards": rewards, "response_mask": batch["response_mask"]}
     if "uid" in extra:
         kwargs["index"] = extra["uid"]
-    if estimator in ("gigpo", "tree"):
-        kwargs.update({k: extra[k] for k in EXTRA_FIELDS if k in extra})
+    # An estimator gets the extra fields it names as parameters (verl's take none of them).
+    wanted = inspect.signature(fn).parameters
+    kwargs.update({k: extra[k] for k in EXTRA_FIELDS if k in extra and k in wanted})
     kwargs.update(options)
     return fn(**kwargs)  # type: ignore[no-any-return]

@@ -35,8 +35,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 2  # v2 added tree_path; v1 files still read
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3  # v2 added tree_path, v3 Turn.anchor_state_hash; v1 and v2 files still read
+READABLE_VERSIONS = (1, 2, 3)
 
 
 @dataclass(slots=True)
@@ -48,11 +48,14 @@ class Turn:
     observation_ids: list[int] = field(default_factory=list)
     policy_versions: list[int] = field(default_factory=list)  # per response token
     reward: float = 0.0
-    env_state_hash: str = ""
+    env_state_hash: str = ""  # the env state *after* this turn (its observation's state)
     finish_reason: str = "stop"  # stop | length
     tool_call_ok: bool | None = None
     gen_s: float = 0.0
     env_s: float = 0.0
+    #: The env state this turn was taken from (GiGPO's anchor state): the state after reset for
+    #: the first turn, else the previous turn's `env_state_hash`. "" when unknown.
+    anchor_state_hash: str = ""
 
     def __post_init__(self) -> None:
         if len(self.response_logprobs) != len(self.response_ids):
@@ -243,6 +246,7 @@ def join_turns(parts: Sequence[Turn]) -> Turn:
         tool_call_ok=last.tool_call_ok,
         gen_s=sum(p.gen_s for p in parts),
         env_s=last.env_s,
+        anchor_state_hash=parts[0].anchor_state_hash,
     )
 
 
@@ -259,6 +263,7 @@ _TURN = pa.struct(
         ("tool_call_ok", pa.bool_()),
         ("gen_s", pa.float64()),
         ("env_s", pa.float64()),
+        ("anchor_state_hash", pa.string()),
     ]
 )
 SCHEMA = pa.schema(
@@ -315,7 +320,10 @@ def read_trajectories(paths: str | Path | Iterable[str | Path]) -> list[Trajecto
         if version not in READABLE_VERSIONS:
             raise ValueError(f"{p} has trajectory schema v{version}; this arborl reads v{READABLE_VERSIONS}")
         for row in table.to_pylist():
-            turns = [Turn(**turn) for turn in row.pop("turns")]
+            turns = [
+                Turn(**{**turn, "anchor_state_hash": turn.get("anchor_state_hash") or ""})
+                for turn in row.pop("turns")
+            ]
             row["metrics"] = dict(row["metrics"] or [])
             row["tree_path"] = list(row.get("tree_path") or [])
             out.append(Trajectory(turns=turns, **row))

@@ -233,6 +233,7 @@ def _suffix(turn: Turn, at: int) -> Turn:
         policy_versions=(turn.policy_versions or [-1] * len(turn.response_ids))[at:],
         reward=turn.reward,
         env_state_hash=turn.env_state_hash,
+        anchor_state_hash=turn.anchor_state_hash,
         finish_reason=turn.finish_reason,
         tool_call_ok=turn.tool_call_ok,
         gen_s=turn.gen_s,

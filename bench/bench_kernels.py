@@ -261,7 +261,7 @@ def py_gigpo(scores: list, groups: list, states: list, eps: float = 1e-6) -> lis
         members[key].append(i)
     adv = [0.0] * len(scores)
     for idx in members.values():
-        mean, std = 0.0, 1.0
+        mean, std = scores[idx[0]], 1.0  # a lone step: advantage 0 (GiGPO)
         if len(idx) > 1:
             vals = [scores[i] for i in idx]
             mean = sum(vals) / len(vals)

@@ -140,8 +140,9 @@ def _groups_range(
             count[loc] += 1.0
             mean[loc] += scores[i]
         for loc in range(k):
-            # a lone step has no peers: mean 0, std 1 (verl's GRPO rule)
-            mean[loc] = mean[loc] / count[loc] if count[loc] > 1.0 else 0.0
+            # a lone step is its own mean: advantage 0, there is nothing to compare it with
+            # (GiGPO's rule, as verl-agent's step_norm_reward; std 1 below)
+            mean[loc] = mean[loc] / count[loc]
         if use_std:
             for q in range(a, b):  # pass 2: squared deviations (scale holds Σ (x - mean)² here)
                 i = q if sorted_ else order[q]

@@ -152,7 +152,8 @@ def gigpo_step_advantages(
     state (equal ``(group_id, state_id)``) form a step group, normalised within it.
 
     ``A = (score - mean) / (std + eps)`` (``std`` unbiased), or ``score - mean`` with
-    ``normalize_std=False``. A step group of one step uses mean 0, std 1, as verl's GRPO does.
+    ``normalize_std=False``. A step group of one step gets 0: it has no peer to be compared
+    with (GiGPO, Feng et al. 2025; verl-agent's ``step_norm_reward`` does the same).
 
     Shapes: ``step_scores [S]`` (e.g. discounted returns), ``group_ids [S]``, ``state_ids [S]``
     (int64 state hashes) -> ``(advantages [S] float64, anchor_ids [S] int64)``; anchor ids

@@ -13,7 +13,9 @@
 `r` are sampled tokens, `o` environment tokens (tool results, delimiters). Everything after the
 prompt is the "response", as in verl's multi-turn agent loop, so verl's advantage estimators,
 policy losses and `agg_loss` apply to it unchanged. `non_tensor_batch["uid"]` holds the group
-id (what GRPO normalises over), plus `traj_id` and `task_id`.
+id (what GRPO normalises over), plus `traj_id`, `task_id` and, per row, one entry per turn:
+`anchor_state_hashes` (the env state each turn was taken from: GiGPO's anchor states),
+`next_state_hashes` (the state after each turn) and `tree_paths` (each turn's tree node).
 """
 
 from __future__ import annotations
@@ -88,9 +90,13 @@ def trajectories_to_dataproto(
         "uid": np.array([t.group_id or t.traj_id for t in trajectories], dtype=object),
         "traj_id": np.array([t.traj_id for t in trajectories], dtype=object),
         "task_id": np.array([t.task_id for t in trajectories], dtype=object),
-        # Per turn (credit estimators read them, see arborl.agents.credit): the env state hash
-        # after the turn (GiGPO anchors), the turn's node in its tree (tree estimator).
-        "turn_state_hashes": _object_rows(
+        # Per turn (credit estimators read them, see arborl.agents.credit): the hash of the env
+        # state the turn was taken from (GiGPO's anchor states), of the state after it, and the
+        # turn's node in its tree (tree estimator).
+        "anchor_state_hashes": _object_rows(
+            [tuple(turn.anchor_state_hash for turn in t.turns) for t in trajectories]
+        ),
+        "next_state_hashes": _object_rows(
             [tuple(turn.env_state_hash for turn in t.turns) for t in trajectories]
         ),
         # (rows that are not tree leaves get node ids of their own: they share no prefix)

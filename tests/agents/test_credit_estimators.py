@@ -1,4 +1,5 @@
-"""Step-level credit estimators: hand-computed cases, and verl's own estimators where they overlap."""
+"""Step-level credit estimators: hand-computed cases, and verl's own estimators where they overlap
+(GiGPO has its own file, test_gigpo.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from arborl.agents.credit import CreditError, compute_advantages, turn_spans
 from arborl.trainer.batch import trajectories_to_dataproto
 
 
-def turn(n: int, reward: float = 0.0, state: str = "", obs: int = 2) -> Turn:
-    return Turn([7] * n, [-1.0] * n, observation_ids=[9] * obs, reward=reward, env_state_hash=state)
+def turn(n: int, reward: float = 0.0, obs: int = 2) -> Turn:
+    return Turn([7] * n, [-1.0] * n, observation_ids=[9] * obs, reward=reward)
 
 
 def episode(group: str, turns: list[Turn], outcome: float | None = None) -> Trajectory:
@@ -47,39 +48,6 @@ def test_turn_returns_by_hand():
     assert per_turn(ret, data, 0) == [0.25, 0.5, 1.0] and per_turn(ret, data, 1) == [0.5]
     assert per_turn(adv, data, 0) == [-0.125, 0.125, 0.625] and per_turn(adv, data, 1) == [0.125]
     assert (adv[data.batch["response_mask"] == 0] == 0).all()  # env tokens get nothing
-
-
-def test_gigpo_by_hand_and_equal_to_verls_grpo_without_the_step_term():
-    # Two episodes of one task; both pass through state "s" after their first turn.
-    trajs = [
-        episode("g", [turn(1, 0.0, "s"), turn(1, 1.0, "win")]),
-        episode("g", [turn(1, 0.0, "s"), turn(1, 0.0, "lose")]),
-        episode("h", [turn(2, 0.0, "s")]),  # same hash in another group: not the same anchor
-    ]
-    data = trajectories_to_dataproto(trajs, pad_token_id=0)
-    adv, _ = compute_advantages(data, "gigpo", gamma=1.0, step_weight=0.5)
-    # Episode advantages (verl GRPO over returns 1, 0 | 0): ±0.7071, and 0 for the lone episode.
-    # Step groups: ("g","s") holds G = 1 and 0 → ±0.7071; "win", "lose" and ("h","s") are lone
-    # steps, which keep their score (verl's rule: mean 0, std 1): 1, 0 and 0.
-    e = 1 / np.sqrt(2)
-    assert per_turn(adv, data, 0) == pytest.approx([e + 0.5 * e, e + 0.5 * 1.0], abs=1e-5)
-    assert per_turn(adv, data, 1) == pytest.approx([-e - 0.5 * e, -e + 0.0], abs=1e-5)
-    assert per_turn(adv, data, 2) == pytest.approx([0.0], abs=1e-6)
-
-    only_episode, _ = compute_advantages(data, "gigpo", step_weight=0.0)
-    grpo, _ = core_algos.compute_grpo_outcome_advantage(
-        data.batch["token_level_scores"], data.batch["response_mask"], data.non_tensor_batch["uid"]
-    )
-    torch.testing.assert_close(only_episode, grpo, rtol=0, atol=1e-5)
-
-
-def test_unknown_states_never_form_an_anchor_group():
-    trajs = [episode("g", [turn(1, 1.0, "")]), episode("g", [turn(1, 0.0, "")])]
-    data = trajectories_to_dataproto(trajs, pad_token_id=0)
-    adv, _ = compute_advantages(data, "gigpo", step_weight=1.0)
-    e = 1 / np.sqrt(2)
-    assert per_turn(adv, data, 0) == pytest.approx([e + 1.0], abs=1e-5)  # lone step: keeps G = 1
-    assert per_turn(adv, data, 1) == pytest.approx([-e + 0.0], abs=1e-5)
 
 
 def test_tree_advantages_by_hand():
@@ -127,7 +95,7 @@ def test_a_flat_tree_is_dr_grpo():
 def test_missing_inputs_are_clear_errors():
     data = trajectories_to_dataproto([episode("g", [turn(1, 1.0)])], pad_token_id=0)
     fn = core_algos.get_adv_estimator_fn("gigpo")
-    with pytest.raises(CreditError, match="turn_state_hashes"):
+    with pytest.raises(CreditError, match="anchor_state_hashes"):
         fn(data.batch["token_level_scores"], data.batch["response_mask"], index=data.non_tensor_batch["uid"])
     with pytest.raises(CreditError, match="tree_paths"):
         core_algos.get_adv_estimator_fn("tree")(data.batch["token_level_scores"], data.batch["response_mask"])

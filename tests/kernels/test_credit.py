@@ -51,6 +51,9 @@ def ref_gae(rewards, values, offsets, gamma, lam, boot):
 
 
 def ref_gigpo(scores, groups, states, eps, normalize_std):
+    """GiGPO's step groups (Feng et al. 2025, eq. 6-7): steps of one episode group taken from
+    the same anchor state are normalised among themselves; a step alone in its group has no
+    peer and gets 0."""
     members = defaultdict(list)
     for i, key in enumerate(zip(groups, states, strict=True)):
         members[key].append(i)
@@ -58,7 +61,7 @@ def ref_gigpo(scores, groups, states, eps, normalize_std):
     anchor_of = {}
     for key, idx in members.items():
         vals = [scores[i] for i in idx]
-        mean, std = (statistics.fmean(vals), statistics.stdev(vals)) if len(vals) > 1 else (0.0, 1.0)
+        mean, std = (statistics.fmean(vals), statistics.stdev(vals)) if len(vals) > 1 else (vals[0], 1.0)
         for i in idx:
             adv[i] = (scores[i] - mean) / (std + eps) if normalize_std else scores[i] - mean
         anchor_of[key] = idx
@@ -205,9 +208,23 @@ def test_gigpo_random(seed, normalize_std, group_kind):
     check_gigpo(rng.normal(size=n), groups, states, normalize_std=normalize_std)
 
 
+@pytest.mark.parametrize("normalize_std", [True, False])
+def test_gigpo_large_random_case_through_the_parallel_kernel(parallel_on, normalize_std):
+    """50k steps in 1250 episode groups (~40 steps each over 60 states): lone steps and
+    crowded anchors side by side, through the multi-threaded kernel."""
+    rng = np.random.default_rng(7)
+    n = 50_000
+    groups = np.sort(rng.integers(0, 1_250, size=n))
+    states = rng.integers(0, 60, size=n) * 1_000_003
+    check_gigpo(rng.normal(size=n), groups, states, normalize_std=normalize_std)
+    assert _parallel._launch_pid == os.getpid()  # the parallel kernel did run
+
+
 def test_gigpo_edge_cases():
     check_gigpo([], [], [])
-    check_gigpo([3.0], [0], [1])  # a lone step keeps its score (mean 0, std 1)
+    check_gigpo([3.0], [0], [1])  # a lone step has no peer: 0
+    adv, _ = gigpo_step_advantages([3.0, -2.0, 5.0], [0, 0, 1], [1, 2, 1])  # all lone steps
+    np.testing.assert_array_equal(adv, [0.0, 0.0, 0.0])
     check_gigpo([1.0, 2.0, 4.0], [0, 1, 2], [5, 5, 5])  # same state, different groups: not pooled
     adv, _ = gigpo_step_advantages([2.0, 2.0, 2.0], [0, 0, 0], [9, 9, 9])  # no spread: all 0
     np.testing.assert_array_equal(adv, [0.0, 0.0, 0.0])
