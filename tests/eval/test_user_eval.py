@@ -5,6 +5,8 @@ error, not NO), `--import` of a module registering a suite; and the docs' worked
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -142,3 +144,42 @@ def test_import_registers_a_users_suite(tmp_path):
     assert res.returncode == 0 and "resolved 3/3" in res.stdout, res.stdout + res.stderr
     res = arborl("eval", "--import", "no_such_module_here", "--list", cwd=tmp_path)
     assert res.returncode == 2 and "--import failed" in res.stdout
+
+
+def doc_block(marker: str, lang: str) -> str:
+    """The fenced block right after `<!-- marker ... -->` in docs/eval.md."""
+    text = DOCS.read_text()
+    m = re.search(rf"<!-- {marker}[^>]*-->\n```{lang}\n(.*?)\n```", text, re.S)
+    assert m, f"docs/eval.md has no {marker} block"
+    return m.group(1)
+
+
+def test_the_docs_python_example_runs_as_written(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-c", doc_block("python-example", "python")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert r.returncode == 0 and "files" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.docker
+def test_the_docs_worked_example_runs_as_written(docker_backend, tmp_path):
+    bin_dir = str(Path(sys.executable).parent)  # `arborl` and `python` of this environment
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
+    r = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", doc_block("worked-example", "bash")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=900,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "resolved 2/2 (100.0%)" in r.stdout and "resolved 0/2 (0.0%)" in r.stdout
+    assert (
+        json.loads((tmp_path / "runs/eval/my-instances-predictions/summary.json").read_text())["resolved"]
+        == 1
+    )
