@@ -183,3 +183,27 @@ def test_the_docs_worked_example_runs_as_written(docker_backend, tmp_path):
         json.loads((tmp_path / "runs/eval/my-instances-predictions/summary.json").read_text())["resolved"]
         == 1
     )
+
+
+@pytest.mark.docker
+@pytest.mark.gui
+def test_osworld_jsons_as_a_suite_and_a_broken_setup_is_an_environment_error(gui_backend, tmp_path):
+    data = Path(__file__).parents[1] / "envs/desktop/data/osworld-os"
+    folder = tmp_path / "os"
+    folder.mkdir()
+    for tid in ("bedcedc4-4d72-425e-ad62-21960b11fe0d", "b3d4a89c-53f2-4d6b-8b6a-541fb5d205fa"):
+        (folder / f"{tid}.json").write_text((data / f"{tid}.json").read_text())  # as OSWorld ships them
+    broken = json.loads((data / "bedcedc4-4d72-425e-ad62-21960b11fe0d.json").read_text())
+    broken["id"] = "needs-a-missing-program"
+    broken["config"].insert(
+        0, {"type": "execute", "parameters": {"command": "gnome-control-center", "shell": True}}
+    )
+    (folder / "broken.json").write_text(json.dumps(broken))
+    res = arborl(
+        "eval", "suite=os", "agent=empty", "sandbox=docker", "concurrency=1", "run.dir=run", cwd=tmp_path
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    s = json.loads((tmp_path / "run/summary.json").read_text())
+    assert s["samples"] == 2 and s["resolved"] == 0 and s["env_errors"] == 1, s
+    why = (tmp_path / "run/instances/needs-a-missing-program/sample-0/error.txt").read_text()
+    assert "could not run (exit 127)" in why
