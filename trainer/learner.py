@@ -1,4 +1,4 @@
-"""One optimisation step of the policy on a verl `DataProto` (the single-machine learner).
+"""The policy update on a verl `DataProto` (the single-machine learner): verl's actor update.
 
     learner = Learner(model, LearnerConfig(lr=1e-4, loss_mode="vanilla"))
     metrics = learner.ppo_update(batch)        # batch: trajectories_to_dataproto(...) + "advantages"
@@ -19,14 +19,26 @@ counts so that micro-batching does not change the loss. Off-policy correction (a
 rollouts sample with older weights):
 
 - ``decoupled`` (default): the proximal log-probs ``π_prox`` are the weights at the start of
-  this step; PPO clips ``π_θ/π_prox``; each token is weighted by the truncated importance
-  ratio ``min(π_prox/π_behav, C)`` (verl's rollout-correction weights). An update is one
-  optimiser step, so ``π_prox`` is the policy being trained: its log-probs are the training
-  forward's, detached (``proximal="reuse"``, as verl does on-policy), instead of a second
-  forward over the batch. A model with dropout recomputes them in eval mode.
+  this update, fixed before its first mini-batch; PPO clips ``π_θ/π_prox``; each token is
+  weighted by the truncated importance ratio ``min(π_prox/π_behav, C)`` (verl's
+  rollout-correction weights).
 - ``tis``: no recompute; truncated importance sampling on a REINFORCE loss,
   ``-min(π_θ/π_behav, C) · A · log π_θ`` (verl's bypass mode).
 - ``none``: PPO around the behaviour policy itself (``π_prox := π_behav``).
+
+An update is verl's actor update: ``ppo_epochs`` passes over the batch, each cut into
+mini-batches of ``ppo_mini_batch_size`` groups (whole groups, in batch order; one optimiser step
+each, micro-batched by ``micro_batch_size`` rows). ``π_prox`` is taken once, before the first
+mini-batch, so from the second mini-batch on ``π_θ ≠ π_prox`` and the clip engages::
+
+    π_prox ← forward(θ_0)            (one no-grad pass over the whole batch)
+    for epoch in 1..ppo_epochs:
+        for mini-batch k:  loss(π_θ_k / π_prox) → step → θ_{k+1}
+
+With a single mini-batch and one epoch ``π_θ = π_prox`` at the only step, so ``π_prox`` can be
+the training forward's own log-probs, detached (``proximal="reuse"``: one forward instead of
+two, exact; a model with dropout recomputes in eval mode); anywhere else ``reuse`` would not be
+exact and the no-grad pass runs.
 
 Every update logs the log-ratio statistics and the effective sample size.
 """
@@ -36,6 +48,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 from verl.trainer.ppo import core_algos
@@ -72,8 +85,15 @@ class LearnerConfig(BaseModel):
     is_threshold: float = Field(2.0, gt=0, description="truncation C of importance weights")
     proximal: Literal["reuse", "recompute"] = Field(
         "reuse",
-        description="decoupled: take π_prox from the training forward (detached) or from a "
-        "second forward; a model with dropout always recomputes",
+        description="decoupled: take π_prox from the training forward (detached; only where "
+        "that is exact: one mini-batch, one epoch, no dropout) or always from a no-grad forward",
+    )
+    ppo_epochs: int = Field(1, ge=1, description="passes over each batch (verl's actor.ppo_epochs)")
+    ppo_mini_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="groups (prompts) per optimiser step, whole groups, as verl's "
+        "actor.ppo_mini_batch_size counts prompts; None: the whole batch in one step",
     )
     micro_batch_size: int = Field(8, ge=1, description="rows per forward/backward")
     temperature: float = Field(1.0, gt=0, description="the rollout sampling temperature")
@@ -140,6 +160,7 @@ class Learner:
             "bypass_mode" if cfg.correction == "tis" else cfg.loss_mode
         )
         self.steps = 0
+        self.last_update_metrics: list[dict[str, float]] = []
 
     # ---- log-probs ---------------------------------------------------------------------
     def _forward(
@@ -218,15 +239,38 @@ class Learner:
             "loss_scale_factor": mask.shape[-1],
         }
 
+    def mini_batches(self, data: Any) -> list[np.ndarray]:
+        """Row indices of each mini-batch: ``ppo_mini_batch_size`` whole groups (``uid``) at a
+        time, in the order the groups first appear (a row without ``uid`` is its own group)."""
+        n, size = len(data), self.config.ppo_mini_batch_size
+        if size is None:
+            return [np.arange(n)]
+        uid = data.non_tensor_batch.get("uid")
+        keys = [str(u) for u in uid] if uid is not None else [str(i) for i in range(n)]
+        rows: dict[str, list[int]] = {}
+        for i, key in enumerate(keys):
+            rows.setdefault(key, []).append(i)
+        groups = list(rows.values())
+        return [np.concatenate(groups[k : k + size]).astype(np.int64) for k in range(0, len(groups), size)]
+
     def ppo_update(self, data: Any) -> dict[str, float]:
-        """One optimiser step of the policy loss on `data` (needs ``advantages``)."""
+        """verl's actor update on `data` (needs ``advantages``): ``ppo_epochs`` passes, one
+        optimiser step per mini-batch, against ``π_prox`` fixed before the first. Metrics are
+        the means over the steps (``actor/pg_clipfrac``, ``actor/ppo_kl``, ...), plus
+        ``actor/pg_clipfrac_max`` and ``actor/updates``; `last_update_metrics` keeps each step's."""
         cfg, batch = self.config, data.batch
         mask = batch["response_mask"].float()
         metrics: dict[str, float] = {}
         behav = batch["rollout_log_probs"].float()
-        # One optimiser step per update: the proximal policy is the one being trained, so its
-        # log-probs can come from the training forward itself (one forward instead of two).
-        reuse = cfg.correction == "decoupled" and cfg.proximal == "reuse" and not _has_dropout(self.model)
+        minis = self.mini_batches(data)
+        n_updates = len(minis) * cfg.ppo_epochs
+        # π_prox from the training forward is exact only at the first and only step.
+        reuse = (
+            cfg.correction == "decoupled"
+            and cfg.proximal == "reuse"
+            and n_updates == 1
+            and not _has_dropout(self.model)
+        )
         if cfg.correction == "decoupled" and not reuse:
             prox = self.compute_logprobs(data)
             batch["old_log_probs"], batch["is_weights"] = prox, self._is_weights(prox, behav, mask, metrics)
@@ -234,12 +278,33 @@ class Learner:
             batch["old_log_probs"] = behav
         if self.ref_model is not None and cfg.kl_coef > 0:
             batch["ref_log_prob"] = self.compute_logprobs(data, self.ref_model)
+        steps: list[dict[str, float]] = []
+        prox_all = torch.zeros_like(behav)
+        for _ in range(cfg.ppo_epochs):
+            for rows in minis:
+                part = data if len(minis) == 1 else data.select_idxs(rows)
+                steps.append(self._mini_batch_step(part, reuse, prox_all, rows))
+        if reuse:  # the statistics over the whole batch, as the recompute path logs them
+            self._is_weights(prox_all, behav, mask, metrics)
+        self.last_update_metrics = steps
+        keys = {k for m in steps for k in m}
+        metrics.update({k: sum(m.get(k, 0.0) for m in steps) / len(steps) for k in keys})
+        metrics["actor/updates"] = float(len(steps))
+        if any("actor/pg_clipfrac" in m for m in steps):
+            metrics["actor/pg_clipfrac_max"] = max(m.get("actor/pg_clipfrac", 0.0) for m in steps)
+        return metrics
+
+    def _mini_batch_step(
+        self, data: Any, reuse: bool, prox_all: torch.Tensor, rows: np.ndarray
+    ) -> dict[str, float]:
+        """One optimiser step of the policy loss on one mini-batch (micro-batched)."""
+        cfg = self.config
+        mask = data.batch["response_mask"].float()
         self.actor_cfg.global_batch_info.clear()
         self.actor_cfg.global_batch_info.update(self._global_info(mask))
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
-        prox_all = torch.zeros_like(behav)
         for idx, mb in self._micro_batches(data):
             logp, ent = self._forward(self.model, mb)
             m = mb["response_mask"].float()
@@ -249,7 +314,7 @@ class Learner:
                     prox,
                     self._is_weights(prox, mb["rollout_log_probs"].float(), m),
                 )
-                prox_all[idx, : prox.shape[1]] = prox
+                prox_all[torch.as_tensor(rows)[idx], : prox.shape[1]] = prox
             pg_loss, pg_metrics = self.loss_fn(
                 mb["old_log_probs"],
                 logp,
@@ -276,11 +341,8 @@ class Learner:
             for k, v in pg_metrics.items():
                 if isinstance(v, int | float):
                     sums[k] = sums.get(k, 0.0) + float(v) * share
-        if reuse:  # the statistics over the whole batch, as the recompute path logs them
-            self._is_weights(prox_all, behav, mask, metrics)
-        metrics.update(sums)
-        metrics.update(self._step())
-        return metrics
+        sums.update(self._step())
+        return sums
 
     def _is_weights(
         self,

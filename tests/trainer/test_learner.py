@@ -200,3 +200,81 @@ def test_other_verl_policy_losses_run_from_the_registry(model, loss_mode):
     metrics = learner.ppo_update(data)
     assert np.isfinite(metrics["actor/pg_loss"])
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def _verl_actor(cfg: LearnerConfig):
+    """verl's own actor config with the clip settings of `cfg` (built here, not by the learner)."""
+    from verl.workers.config import ActorConfig
+
+    return ActorConfig(
+        strategy="fsdp",
+        rollout_n=1,
+        ppo_micro_batch_size_per_gpu=cfg.micro_batch_size,
+        clip_ratio=cfg.clip_ratio_low,
+        clip_ratio_low=cfg.clip_ratio_low,
+        clip_ratio_high=cfg.clip_ratio_high,
+        clip_ratio_c=cfg.clip_ratio_c,
+        loss_agg_mode=cfg.loss_agg_mode,
+    )
+
+
+@pytest.mark.parametrize("epochs", [1, 2])
+def test_mini_batches_clip_against_a_proximal_policy_fixed_before_the_first(base_model, epochs):
+    """3 groups, one group a mini-batch: π_prox is the policy before the update, so from the
+    second step on π_θ/π_prox moves and the clip engages; each step's loss is verl's
+    `compute_policy_loss_vanilla` on log-probs computed here from the model's own logits."""
+    from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla
+
+    model = copy.deepcopy(base_model)
+    data = batch(model)  # 6 rows in groups "0", "1", "2"
+    mask = data.batch["response_mask"]
+    data.batch["advantages"] = torch.tensor([1.0, -1.0] * 3).unsqueeze(1) * mask
+    cfg = LearnerConfig(
+        lr=2e-2, temperature=T, micro_batch_size=4, ppo_mini_batch_size=1, ppo_epochs=epochs, grad_clip=1e9
+    )
+    learner = Learner(model, cfg)
+    minis = learner.mini_batches(data)
+    assert [m.tolist() for m in minis] == [[0, 1], [2, 3], [4, 5]]  # whole groups, in order
+    prox = reference_logprobs(model, data)  # π_prox: the policy before the update
+    behav = data.batch["rollout_log_probs"]
+    expected: list[float] = []
+    original = learner._mini_batch_step
+
+    def checked(part, *args):
+        rows = torch.as_tensor(args[-1])
+        logp = reference_logprobs(model, part)  # the weights this step trains from
+        weights = (
+            torch.clamp(torch.exp(prox[rows] - behav[rows]), max=cfg.is_threshold)
+            * part.batch["response_mask"]
+        )
+        loss, _ = compute_policy_loss_vanilla(
+            prox[rows],
+            logp,
+            part.batch["advantages"],
+            part.batch["response_mask"],
+            "token-mean",
+            _verl_actor(cfg),
+            rollout_is_weights=weights,
+        )
+        expected.append(float(loss))
+        return original(part, *args)
+
+    learner._mini_batch_step = checked
+    metrics = learner.ppo_update(data)
+    steps = learner.last_update_metrics
+    assert len(steps) == 3 * epochs and metrics["actor/updates"] == 3 * epochs
+    assert [s["actor/pg_loss"] for s in steps] == pytest.approx(expected, rel=1e-4, abs=1e-6)
+    assert steps[0]["actor/pg_clipfrac"] == 0.0  # θ = π_prox at the first step: nothing to clip
+    assert all(s["actor/pg_clipfrac"] > 0 for s in steps[1:]), [s["actor/pg_clipfrac"] for s in steps]
+    assert (
+        metrics["actor/pg_clipfrac"] > 0 and metrics["actor/pg_clipfrac_max"] >= metrics["actor/pg_clipfrac"]
+    )
+
+
+def test_proximal_reuse_is_used_only_where_it_is_exact(base_model):
+    """One mini-batch and one epoch: π_prox from the training forward (one forward per
+    micro-batch); two mini-batches: a no-grad pass over the batch first."""
+    _, _, one = _update_counting_forwards(base_model, proximal="reuse")
+    _, m, two = _update_counting_forwards(base_model, proximal="reuse", ppo_mini_batch_size=2)
+    assert one == 2  # 6 rows in micro-batches of 4
+    assert two == 2 + 2 and m["actor/updates"] == 2.0  # prox (2 micro-batches) + groups {0,1} and {2}
