@@ -90,6 +90,12 @@ def verifier_files(instance: SWEInstance, environment: SWEEnvironment) -> dict[s
 
 
 def _portable_setup(environment: SWEEnvironment) -> tuple[str, ...]:
+    if environment.pip:  # wheels are fetched on the host for an image layer only
+        why = (
+            f"this environment installs {len(environment.pip)} pip requirement(s) as wheels, which only "
+            "instance images get: run it with swe.images=auto on Docker"
+        )
+        return (f"echo {shlex.quote(why)} >&2; exit 1",)
     cmds: list[str] = []
     if environment.files or environment.install:
         cmds.append(f"mkdir -p {ENV_ROOT}")

@@ -44,13 +44,59 @@ def bundle_path(repo: str) -> str:
     return f"{REPO_ROOT}/{repo.replace('/', '__')}.bundle"
 
 
-def environment_layer(environment: SWEEnvironment, repo: str, bundle: bytes) -> Layer:
-    """The (repo, version) layer: dependencies installed, the repository's history on disk."""
+#: Unpacks wheels into the image's Python (the base image has no pip): pure and platform
+#: files into site-packages, scripts into the scripts directory, other .data parts dropped.
+UNPACK_WHEELS = """import glob, os, sys, sysconfig, zipfile
+site, scripts = sysconfig.get_paths()["purelib"], sysconfig.get_paths()["scripts"]
+for wheel in sorted(glob.glob(os.path.join(sys.argv[1], "*.whl"))):
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            parts = info.filename.split("/")
+            if info.is_dir():
+                continue
+            if parts[0].endswith(".data"):
+                kind, rest = parts[1], parts[2:]
+                if kind in ("purelib", "platlib"):
+                    dest = os.path.join(site, *rest)
+                elif kind == "scripts":
+                    dest = os.path.join(scripts, *rest)
+                else:
+                    continue
+            else:
+                dest = os.path.join(site, *parts)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with z.open(info) as src, open(dest, "wb") as out:
+                out.write(src.read())
+            if parts[0].endswith(".data") and parts[1] == "scripts":
+                os.chmod(dest, 0o755)
+    print("unpacked", os.path.basename(wheel))
+"""
+
+
+def environment_layer(
+    environment: SWEEnvironment, repo: str, bundle: bytes, wheels: Mapping[str, bytes] | None = None
+) -> Layer:
+    """The (repo, version) layer: dependencies installed, the repository's history on disk.
+
+    `wheels` (file name → bytes) are the environment's `pip` requirements, fetched on the host
+    (`arborl.eval.images.fetch_wheels`); they are unpacked before the install commands run.
+    """
     context: dict[str, bytes | str] = {f"env/{p}": text for p, text in environment.files.items()}
     context["repo.bundle"] = bundle
     script = "set -e\n" + "".join(f"{cmd}\n" for cmd in environment.install)
     context["install.sh"] = script
     lines = []
+    if environment.pip and not wheels:
+        raise ValueError(f"environment {repo} {environment.version}: pip requirements need their wheels")
+    if wheels:
+        context.update({f"wheels/{name}": data for name, data in sorted(wheels.items())})
+        context["unpack_wheels.py"] = UNPACK_WHEELS
+        lines += [
+            "COPY wheels/ /tmp/arborl-wheels/",
+            "COPY unpack_wheels.py /tmp/arborl-unpack-wheels.py",
+            "RUN python3 /tmp/arborl-unpack-wheels.py /tmp/arborl-wheels "
+            "&& rm -rf /tmp/arborl-wheels /tmp/arborl-unpack-wheels.py",
+        ]
     if environment.files:
         lines.append(f"COPY env/ {ENV_ROOT}/")
     lines += [
@@ -96,7 +142,8 @@ def build_instance_image(
     bundle: bytes,
     build: LayerBuilder,
     base: str,
+    wheels: Mapping[str, bytes] | None = None,
 ) -> str:
     """Build (or find) the instance's image on `base`; returns its tag."""
-    env_tag = build(base, environment_layer(environment, instance.repo, bundle))
+    env_tag = build(base, environment_layer(environment, instance.repo, bundle, wheels))
     return build(env_tag, instance_layer(instance, environment))

@@ -117,6 +117,12 @@ class SWEEnvironment(BaseModel):
         "python3 -m pytest -q -p no:cacheprovider", description="what the agent's run_tests tool runs"
     )
     test_timeout_s: float = Field(900.0, gt=0, description="time limit of one evaluation run")
+    pip: tuple[str, ...] = Field(
+        (),
+        description="requirements (pip syntax, e.g. 'attrs==23.2.0'): fetched as wheels on the host from "
+        "the package index when the environment layer is built, unpacked into the image; sandboxes stay "
+        "offline. Instance images only",
+    )
     log_parser: str = Field(
         "pytest",
         description="how the test log is read: a key of `log_parsers.PARSERS` (pytest, "
