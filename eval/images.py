@@ -11,12 +11,6 @@ layer). Repositories come from git bundles or checkouts found in `repos_dirs`
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
-import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +20,7 @@ from arborl.sandboxes.images import build_layer
 from arborl.tasks import Task, swe_mini
 from arborl.tasks.swebench import Layer, LayerBuilder, build_instance_image, swe_parts, to_code_task
 from arborl.tasks.swebench.repos import RepositoryNotFound, find_repository
+from arborl.tasks.swebench.wheels import WheelFetchError, fetch_wheels
 
 __all__ = [
     "REPOSITORY",
@@ -47,51 +42,6 @@ def find_bundle(repo: str, repos_dirs: Sequence[str | Path] = ()) -> bytes:
         return find_repository(repo, [*repos_dirs, swe_mini.REPOS]).bundle()
     except RepositoryNotFound as e:
         raise RepositoryNotFound(f"{e} (set swe.repos_dir)") from None
-
-
-class WheelFetchError(ValueError):
-    """pip could not fetch an environment's requirements as wheels (on the host)."""
-
-
-#: The base image's Python, which the wheels must fit (Debian bookworm, x86-64).
-WHEEL_TARGET = ("3.11", ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64"))
-
-
-def fetch_wheels(requirements: Sequence[str], cache: Path | None = None) -> dict[str, bytes]:
-    """Wheels of `requirements` and their dependencies for the base image's Python, fetched on
-    the host with `pip download` (binary wheels only: nothing is compiled) and cached by the
-    requirement list. File name → bytes."""
-    if not requirements:
-        return {}
-    key = hashlib.sha256(json.dumps([sorted(requirements), WHEEL_TARGET]).encode()).hexdigest()[:16]
-    root = cache or Path(os.environ.get("ARBORL_CACHE", Path.home() / ".cache" / "arborl")) / "wheels"
-    dest = root / key
-    if not (dest / ".complete").is_file():
-        tmp = dest.with_name(dest.name + f".partial-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        version, platforms = WHEEL_TARGET
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--only-binary=:all:",
-            "--dest",
-            str(tmp),
-            "--python-version",
-            version,
-            "--implementation",
-            "cp",
-        ]
-        cmd += [arg for p in platforms for arg in ("--platform", p)]
-        r = subprocess.run([*cmd, *requirements], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise WheelFetchError(f"pip download {' '.join(requirements)} failed: {r.stderr.strip()[-800:]}")
-        (tmp / ".complete").write_text("\n".join(requirements) + "\n")
-        shutil.rmtree(dest, ignore_errors=True)
-        tmp.rename(dest)
-    return {p.name: p.read_bytes() for p in sorted(dest.glob("*.whl"))}
 
 
 def docker_builder(client: Any) -> LayerBuilder:

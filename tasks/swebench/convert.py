@@ -27,6 +27,7 @@ from typing import Any
 from ..spec import BASE_IMAGE, CodeTask
 from .instance import DEFAULT_ENVIRONMENT, ENV_ROOT, SWEEnvironment, SWEInstance
 from .repos import RepoFiles
+from .wheels import UNPACK_WHEELS
 
 HARNESS_PATH = Path(__file__).with_name("harness.py")
 PARSERS_PATH = Path(__file__).with_name("log_parsers.py")
@@ -34,6 +35,8 @@ PARSERS_PATH = Path(__file__).with_name("log_parsers.py")
 HIDDEN_DIR = ".arborl"
 #: Where the portable form stages the environment's files in the repository before setup.
 STAGE_DIR = ".arborl-env"
+#: Where the portable form stages an environment's wheels before a setup step unpacks them.
+WHEEL_DIR = ".arborl-wheels"
 #: Where the portable form stages binary files, symlinks and file modes (base64, then decoded).
 BIN_STAGE_DIR = ".arborl-bin"
 _UNSTAGE = (
@@ -89,11 +92,11 @@ def verifier_files(instance: SWEInstance, environment: SWEEnvironment) -> dict[s
     }
 
 
-def _portable_setup(environment: SWEEnvironment) -> tuple[str, ...]:
-    if environment.pip:  # wheels are fetched on the host for an image layer only
+def _portable_setup(environment: SWEEnvironment, has_wheels: bool) -> tuple[str, ...]:
+    if environment.pip and not has_wheels:
         why = (
-            f"this environment installs {len(environment.pip)} pip requirement(s) as wheels, which only "
-            "instance images get: run it with swe.images=auto on Docker"
+            f"this environment installs {len(environment.pip)} pip requirement(s) as wheels and none were "
+            "given: pass wheels=fetch_wheels(environment.pip) to to_code_task, or use instance images"
         )
         return (f"echo {shlex.quote(why)} >&2; exit 1",)
     cmds: list[str] = []
@@ -148,10 +151,13 @@ def to_code_task(
     image: str | None = None,
     repo_files: Mapping[str, str | bytes] | RepoFiles | None = None,
     metadata: dict[str, Any] | None = None,
+    wheels: Mapping[str, bytes] | None = None,
 ) -> CodeTask:
     """The CodeTask of `instance`: give an instance `image`, or the `repo_files` at base_commit
     (path → text or bytes, or the `RepoFiles` of `repos.find_repository(...).files_at(commit)`;
-    binary files, symlinks and executable bits are restored by a setup step)."""
+    binary files, symlinks and executable bits are restored by a setup step). In that form an
+    environment's `pip` requirements need their `wheels` (`wheels.fetch_wheels`), unpacked by a
+    setup step run as root."""
     env = environment or DEFAULT_ENVIRONMENT
     if (image is None) == (repo_files is None):
         raise ValueError(f"{instance.instance_id}: give exactly one of image= or repo_files=")
@@ -159,14 +165,25 @@ def to_code_task(
     setup: tuple[str, ...] = ()
     if repo_files is not None:
         names = repo_files.files if isinstance(repo_files, RepoFiles) else repo_files
-        clash = [p for p in names if p.split("/")[0] in (HIDDEN_DIR, STAGE_DIR, BIN_STAGE_DIR)]
+        clash = [p for p in names if p.split("/")[0] in (HIDDEN_DIR, STAGE_DIR, BIN_STAGE_DIR, WHEEL_DIR)]
         if clash:
             raise ValueError(
                 f"{instance.instance_id}: the repository has arborl's reserved paths {clash[:3]}"
             )
-        files, unstage = _text_and_staged(repo_files)
+        staged: dict[str, str | bytes] | RepoFiles = repo_files
+        install_wheels: tuple[str, ...] = ()
+        if env.pip and wheels:
+            raw = repo_files.files if isinstance(repo_files, RepoFiles) else repo_files
+            extra = {f"{WHEEL_DIR}/{name}": data for name, data in wheels.items()}
+            extra[f"{WHEEL_DIR}/unpack.py"] = UNPACK_WHEELS
+            if isinstance(repo_files, RepoFiles):
+                staged = RepoFiles({**raw, **extra}, repo_files.executable, repo_files.symlinks)  # type: ignore[dict-item]
+            else:
+                staged = {**raw, **extra}
+            install_wheels = (f"python3 {WHEEL_DIR}/unpack.py {WHEEL_DIR} && rm -rf {WHEEL_DIR}",)
+        files, unstage = _text_and_staged(staged)
         files.update({f"{STAGE_DIR}/{p}": text for p, text in env.files.items()})
-        setup = (*unstage, *_portable_setup(env))
+        setup = (*unstage, *install_wheels, *_portable_setup(env, bool(install_wheels)))
     return CodeTask(
         id=instance.instance_id,
         problem_statement=instance.problem_statement,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .instance import ENV_ROOT, REPO_ROOT, SWEEnvironment, SWEInstance
+from .wheels import UNPACK_WHEELS
 
 WORKSPACE = "/workspace"
 AGENT_USER = "agent"
@@ -42,35 +43,6 @@ def _label(**labels: str) -> str:
 
 def bundle_path(repo: str) -> str:
     return f"{REPO_ROOT}/{repo.replace('/', '__')}.bundle"
-
-
-#: Unpacks wheels into the image's Python (the base image has no pip): pure and platform
-#: files into site-packages, scripts into the scripts directory, other .data parts dropped.
-UNPACK_WHEELS = """import glob, os, sys, sysconfig, zipfile
-site, scripts = sysconfig.get_paths()["purelib"], sysconfig.get_paths()["scripts"]
-for wheel in sorted(glob.glob(os.path.join(sys.argv[1], "*.whl"))):
-    with zipfile.ZipFile(wheel) as z:
-        for info in z.infolist():
-            parts = info.filename.split("/")
-            if info.is_dir():
-                continue
-            if parts[0].endswith(".data"):
-                kind, rest = parts[1], parts[2:]
-                if kind in ("purelib", "platlib"):
-                    dest = os.path.join(site, *rest)
-                elif kind == "scripts":
-                    dest = os.path.join(scripts, *rest)
-                else:
-                    continue
-            else:
-                dest = os.path.join(site, *parts)
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            with z.open(info) as src, open(dest, "wb") as out:
-                out.write(src.read())
-            if parts[0].endswith(".data") and parts[1] == "scripts":
-                os.chmod(dest, 0o755)
-    print("unpacked", os.path.basename(wheel))
-"""
 
 
 def environment_layer(

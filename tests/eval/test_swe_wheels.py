@@ -29,7 +29,13 @@ def test_an_environment_with_wheels_needs_them_and_is_refused_on_the_portable_fo
         }
     )
     task = to_code_task(inst, env, repo_files={"a.py": ""})
-    assert "swe.images=auto" in task.setup[0] and task.setup[0].endswith("exit 1")
+    assert "fetch_wheels" in task.setup[0] and task.setup[0].endswith("exit 1")
+    with_wheels = to_code_task(
+        inst, env, repo_files={"a.py": ""}, wheels={"attrs-23.2.0-py3-none-any.whl": b"PK"}
+    )
+    assert any(
+        c.startswith("python3 .arborl-wheels/unpack.py") for c in with_wheels.setup
+    ) and "exit 1" not in "".join(with_wheels.setup)
 
 
 @pytest.mark.docker
