@@ -190,11 +190,22 @@ class Sandbox:
         return base64.b64decode(resp["data"])
 
     async def write_file(
-        self, path: str, data: bytes | str, mode: int | None = None, user: str | None = None
+        self,
+        path: str,
+        data: bytes | str,
+        mode: int | None = None,
+        user: str | None = None,
+        owner: str | None = None,
     ) -> None:
-        """Write `path` as the agent (`user="root"`: as root, following no link)."""
+        """Write `path` as the agent (`user="root"`: as root, following no link; with
+        `owner="agent"` the file, and any directory made for it, then belong to the agent)."""
         raw = data.encode() if isinstance(data, str) else data
-        args: dict[str, Any] = {"path": path, "data": base64.b64encode(raw).decode(), "user": user}
+        args: dict[str, Any] = {
+            "path": path,
+            "data": base64.b64encode(raw).decode(),
+            "user": user,
+            "owner": owner,
+        }
         if mode is not None:
             args["mode"] = mode
         await self._call("write_file", timeout=120.0, **args)
@@ -299,8 +310,8 @@ class SandboxBackend(abc.ABC):
     async def _prepare(self, sandbox: Sandbox) -> None:
         """Shared tail of `create`: spec files, setup commands, snapshot."""
         spec = sandbox.spec
-        for path, content in spec.files.items():
-            await sandbox.write_file(path, content)
+        for path, content in spec.files.items():  # anywhere in the image, then the agent's
+            await sandbox.write_file(path, content, user="root", owner="agent")
         for cmd in spec.setup:
             res = await sandbox.exec(cmd, timeout=600.0, user="root")
             if not res.ok:

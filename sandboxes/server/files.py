@@ -134,6 +134,8 @@ def write_file(req: dict, creds: Credentials) -> dict:
             f.write(base64.b64decode(req["data"]))
             if "mode" in req:
                 os.fchmod(f.fileno(), int(req["mode"]))
+            if as_root and req.get("owner") == "agent" and owner is not None:
+                os.fchown(f.fileno(), *owner)
     return {"ok": True}
 
 
