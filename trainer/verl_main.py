@@ -2,39 +2,49 @@
 
     arborl verl-data tool-mini data/tool-mini              # train.parquet / val.parquet
     arborl verl-train actor_rollout_ref.model.path=Qwen/Qwen2.5-1.5B-Instruct trainer.n_gpus_per_node=8
+    arborl verl-train --cpu actor_rollout_ref.model.path=PATH   # the same trainer on a CPU host
 
-`compose_verl_config` composes `trainer/verl/arborl_ppo.yaml` over verl's `ppo_trainer`
-(verl's Hydra config tree) and points verl at arborl's agent-loop registry entry, so verl's
-`AgentLoopWorker`s run `ArborlAgentLoop`. Training itself is verl's (`run_ppo`): GPU hosts.
+`compose_verl_config` composes `trainer/verl/arborl_ppo.yaml` (verl's ``ppo_trainer`` found on
+Hydra's search path, arborl's agent loop and ``arborl:`` section on top; with ``cpu=True``
+`trainer/verl/platform/cpu.yaml` over it) with Hydra overrides, ``+key=value`` included.
+`run_verl` does what verl's own ``main`` does (device auto-set, config validation) and then
+verl's ``run_ppo`` with `ArborlTaskRunner`: verl's ``TaskRunner`` whose ``run`` first makes the
+driver process ready for arborl (estimators registered, their per-row fields passed;
+`arborl.trainer.verl_credit`). Training itself is verl's ``RayPPOTrainer``.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent / "verl"
+VERL_CONFIG = "pkg://verl.trainer.config"  # verl's own Hydra tree (ppo_trainer and its groups)
 
 
-def compose_verl_config(overrides: list[str] | None = None) -> Any:
-    """verl's PPO config with arborl's agent loop wired in (an OmegaConf DictConfig)."""
-    import verl
+def compose_verl_config(overrides: list[str] | None = None, cpu: bool = False) -> Any:
+    """verl's PPO config with arborl's agent loop wired in (an OmegaConf DictConfig, struct).
+
+    ``overrides`` are Hydra's: ``key=value`` for keys verl's tree has, ``+key=value`` to add one
+    (e.g. ``+actor_rollout_ref.rollout.enable_sleep_mode=false``), ``~key`` to delete."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
+    from omegaconf import open_dict
 
     GlobalHydra.instance().clear()
-    verl_conf = Path(verl.__file__).parent / "trainer" / "config"
-    # arborl's file extends verl's ppo_trainer: compose from verl's directory with ours on top.
-    with initialize_config_dir(config_dir=str(verl_conf), version_base=None):
-        base = compose(config_name="ppo_trainer")
-    ours = OmegaConf.load(HERE / "arborl_ppo.yaml")
-    ours.pop("defaults", None)
-    OmegaConf.set_struct(base, False)  # verl's tree is closed; arborl adds its own section
-    cfg = OmegaConf.merge(base, ours)
-    OmegaConf.set_struct(cfg, True)
-    cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path = str(HERE / "agent_loops.yaml")
-    cfg.merge_with_dotlist(list(overrides or []))
+    with initialize_config_dir(config_dir=str(HERE), version_base=None):
+        cfg = compose(
+            config_name="arborl_ppo",
+            overrides=[
+                f"hydra.searchpath=[{VERL_CONFIG}]",
+                *(["+platform=cpu"] if cpu else []),
+                *(overrides or []),
+            ],
+        )
+    with open_dict(cfg):
+        if cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path in (None, "???"):
+            cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path = str(HERE / "agent_loops.yaml")
     return cfg
 
 
@@ -70,8 +80,32 @@ def build_verl_dataset(suite_name: str, out_dir: str | Path, val_fraction: float
     return train, val
 
 
-def run_verl(overrides: list[str] | None = None) -> None:
-    """verl's PPO training (`verl.trainer.main_ppo.run_ppo`) with arborl's agent loop."""
-    from verl.trainer.main_ppo import run_ppo
+def run_verl(overrides: list[str] | None = None, cpu: bool = False) -> None:
+    """verl's PPO training with arborl's agent loop and estimators, as verl's ``main`` runs it.
 
-    run_ppo(compose_verl_config(overrides))
+    ``cpu=True`` runs it on a CPU host (tests, a laptop): the CPU platform and patches of
+    `arborl.trainer.verl_cpu` in every process of the run, and the CPU preset config."""
+    if cpu:
+        from arborl.trainer import verl_cpu
+
+        os.environ.update(verl_cpu.cpu_environ())  # before Ray starts: its workers inherit it
+        verl_cpu.install()
+    cfg = compose_verl_config(overrides, cpu=cpu)
+    from verl.trainer.main_ppo import run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    if cfg.trainer.get("use_v1", False):
+        raise ValueError(
+            "trainer.use_v1=true is verl's TransferQueue trainer, which arborl's driver hooks do not "
+            "cover yet: keep trainer.use_v1=false (arborl_ppo.yaml's default)"
+        )
+    log = (cfg.get("arborl") or {}).get("credit_log")
+    if log:
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+    auto_set_device(cfg)
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    from arborl.trainer.verl_driver import ArborlTaskRunnerActor
+
+    run_ppo(cfg, task_runner_class=ArborlTaskRunnerActor)

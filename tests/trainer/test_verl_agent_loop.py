@@ -39,6 +39,13 @@ class LocalServer:
         return TokenOutput(token_ids=gen.token_ids, log_probs=gen.logprobs, stop_reason="completed")
 
 
+def _hydra(value) -> str:
+    """A value in Hydra's override grammar (a dict as {key:value,...})."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_hydra(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
 def worker(tiny_model, n: int, **arborl):
     overrides = [
         f"actor_rollout_ref.model.path={tiny_model}",
@@ -47,7 +54,7 @@ def worker(tiny_model, n: int, **arborl):
         f"actor_rollout_ref.rollout.n={n}",
         "actor_rollout_ref.rollout.temperature=1.0",
         "arborl.max_turns=3",
-        *(f"arborl.{k}={json.dumps(v) if isinstance(v, dict) else v}" for k, v in arborl.items()),
+        *(f"arborl.{k}={_hydra(v)}" for k, v in arborl.items()),
     ]
     cfg = compose_verl_config(overrides)
     server = LocalServer(make_engine(HFEngineConfig(model=str(tiny_model))))
@@ -97,6 +104,7 @@ async def test_the_n_samples_of_a_prompt_can_be_one_rollout_tree(tiny_model):
         tiny_model,
         n=4,
         env_id="arborl-test/Countdown-v0",
+        max_new_tokens=12,  # all 3 turns fit the 96-token response: the whole paths are kept
         tree={"roots": 1, "branches": 1, "branch_at": "turn"},
     )
     rows = [{"id": "c", "start": 3}] * 4
@@ -114,7 +122,7 @@ async def test_the_n_samples_of_a_prompt_can_be_one_rollout_tree(tiny_model):
     assert (out.batch["rm_scores"].sum(-1) == 1.0).all()  # every leaf is a whole, successful episode
     leaf_turns = 4 * 3
     assert len(server.requests) < leaf_turns  # shared prefixes were generated once for the tree
-    assert len({tuple(p) for p in out.non_tensor_batch["tree_path"]}) == 4  # four distinct leaves
+    assert len({tuple(p) for p in out.non_tensor_batch["tree_paths"]}) == 4  # four distinct leaves
 
 
 def test_verl_datasets_from_a_suite(tmp_path):
