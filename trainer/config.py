@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from arborl.agents.tiny import TinyModelConfig
 from arborl.agents.tree import TreeConfig
@@ -73,9 +73,11 @@ class AsyncConfig(_Strict):
     max_staleness: int = Field(1, ge=0, description="async: versions a sample may lag the learner")
     stale: Literal["drop", "downweight"] = Field("drop", description="what happens to staler samples")
     partial_rollouts: bool = Field(
-        True,
-        description="keep unfinished episodes across weight updates (resumed with new weights) "
-        "instead of waiting for them; sync mode then over-provisions",
+        False,
+        description="sync mode only (APRIL): over-provision, and when the batch is full pause the "
+        "unfinished episodes during the update and resume them with the new weights, never "
+        "discarded. Refused with mode=async, where in-flight episodes always continue under "
+        "each new version (every token keeps its version; staleness is bounded by the oldest)",
     )
     overprovision: float = Field(1.5, ge=1.0, description="sync + partial: groups in flight per batch")
     max_groups_in_flight: int = Field(12, ge=1, description="async: groups generating at once")
@@ -84,6 +86,18 @@ class AsyncConfig(_Strict):
         description="async: the engine's decode thread and the learner (which run at once) get "
         "half of the torch threads each, rather than both taking all of them",
     )
+
+    @model_validator(mode="after")
+    def _partial_is_a_sync_option(self) -> AsyncConfig:
+        if self.mode == "async" and self.partial_rollouts:
+            raise ValueError(
+                "async.partial_rollouts=true is APRIL's sync-mode scheme (over-provision; pause "
+                "unfinished episodes during the update, resume them with the new weights). In "
+                "async mode episodes already run on across weight pushes (per-token versions, "
+                "staleness bounded by the oldest token): set async.partial_rollouts=false, or "
+                "async.mode=sync to use partial rollouts"
+            )
+        return self
 
 
 class AlgorithmConfig(_Strict):

@@ -16,7 +16,9 @@ trainer expresses its mode; `notify()` re-checks it:
                    learner updates, so unfinished episodes wait between turns and resume
                    with the new weights (APRIL);
 - async:           limit = (version + max_staleness + 1) * groups_per_step — generation runs
-                   ahead of the learner by at most `max_staleness` versions (AReaL).
+                   ahead of the learner by at most `max_staleness` versions (AReaL); episodes
+                   run on across weight pushes (no gate), each token keeping its version
+                   (partial rollouts are a sync-mode option: the config refuses them here).
 
 Episodes that failed for infrastructure reasons (engine or env errors) are left out of their
 group (recorded); the model is not trained on faults that are not its own. A group left with
@@ -86,8 +88,10 @@ class RolloutManager:
         self.gate = asyncio.Event()
         self.gate.set()
         self.stats = RolloutStats()
-        self.trees = TreeRollout(agent, self._env, tree) if tree is not None else None
-        self._envs: list[gymnasium.Env] = []
+        self._envs: list[gymnasium.Env] = []  # idle envs, reused by the next episode or branch
+        self.trees = (
+            TreeRollout(agent, self._env, tree, release=self._envs.append) if tree is not None else None
+        )
         self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._wake = asyncio.Condition()
         self._errors: list[BaseException] = []

@@ -18,6 +18,7 @@ import pytest
 
 from arborl.agents import read_trajectories
 from arborl.envs import register_env
+from arborl.envs.base import Step, TextEnv
 from arborl.trainer.checkpoint import Checkpointer
 from arborl.trainer.config import TrainConfig
 from arborl.trainer.loop import RunDirError, Trainer
@@ -55,8 +56,7 @@ def trained_once(run_dir: Path) -> list[int]:
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_run_warm_starts_trains_and_records_everything(tmp_path, mode):
     run = tmp_path / mode
-    partial = mode == "async"
-    cfg = config(run, **{"async": {"mode": mode, "partial_rollouts": partial, "max_staleness": 1}})
+    cfg = config(run, **{"async": {"mode": mode, "max_staleness": 1}})
     summary = asyncio.run(Trainer(cfg).run())
     assert summary["rl_steps"] == 4 and summary["sft_steps"] == 3
     events = read_metrics(run)
@@ -195,3 +195,58 @@ def test_an_env_that_keeps_failing_stops_the_run_with_its_error_instead_of_hangi
         asyncio.run(Trainer(cfg).run())
     evals = [e for e in read_metrics(tmp_path / "down") if e["phase"] == "eval-rl"]
     assert evals[0]["success"] == 0.0  # the evaluation ran and scored the failures, then RL stopped
+
+
+class Chatter(TextEnv):
+    """Two turns whatever the model says (reward: an even-length reply). On one task the first
+    step returns only after the learner's first update was logged: that task's group spans
+    the first weight push, wherever the machine's timing falls."""
+
+    slow_task = ""
+    run_dir = Path()
+
+    async def on_reset(self, task):
+        return str(task.question)
+
+    async def on_step(self, action):
+        if self.task_id == Chatter.slow_task and self.turn == 0:
+            for _ in range(1200):
+                if any(e["phase"] == "rl" for e in read_metrics(Chatter.run_dir)):
+                    break
+                await asyncio.sleep(0.05)
+        done = self.turn + 1 >= 2
+        return Step("go on", reward=float(done and len(action) % 2 == 0), terminated=done)
+
+
+def test_sync_partial_rollouts_resume_unfinished_episodes_under_the_new_weights(tmp_path):
+    """APRIL in sync mode: one group a batch, one over-provisioned. The slow group is
+    mid-episode when another fills the batch; it runs on with the pushed weights (its tokens
+    carry both versions) and is trained in a later batch, once; nothing is lost."""
+    from arborl.trainer.episodes import task_stream
+
+    Chatter.slow_task = task_stream("arith_suite:generate", 200, 0)(1).id  # group 1's task
+    Chatter.run_dir = run = tmp_path / "april"
+    register_env("test/Chatter-v0", Chatter, force=True)
+    cfg = config(
+        run,
+        sft={"steps": 0},
+        rollout={"env_id": "test/Chatter-v0", "group_size": 2, "groups_per_step": 1, "max_turns": 2},
+        algorithm={"drop_uniform_groups": False},
+        run={"steps": 4, "eval_every": 10, "checkpoint_every": 10},
+        **{"async": {"mode": "sync", "partial_rollouts": True, "overprovision": 2.0}},
+    )
+    asyncio.run(Trainer(cfg).run())
+    trained = trained_once(run)  # nothing trained twice
+    assert trained[0] == 0 and 1 in trained[1:] and len(trained) == 4
+    slow = read_trajectories(run / "trajectories" / "group-000001.parquet")
+    assert len(slow) == 2  # nothing lost: both episodes of the group that spanned the push
+    for traj in slow:
+        first, second = ({v for v in turn.policy_versions} for turn in traj.turns)
+        assert first == {0} and min(second) >= 1, (first, second)  # turn 2 after the push
+    fast = read_trajectories(run / "trajectories" / "group-000000.parquet")
+    assert {v for t in fast for turn in t.turns for v in turn.policy_versions} == {0}
+
+
+def test_partial_rollouts_are_refused_in_async_mode(tmp_path):
+    with pytest.raises(ValueError, match=r"async\.partial_rollouts=true is APRIL's sync-mode scheme"):
+        config(tmp_path, **{"async": {"mode": "async", "partial_rollouts": True}})
