@@ -273,6 +273,11 @@ class Agent:
             response_logprobs=list(head.response_logprobs) + [float(x) for x in gen.logprobs],
             policy_versions=list(head.policy_versions or [-1] * len(head.response_ids))
             + [self.version_offset + v for v in gen.versions],
+            response_entropies=(
+                list(head.response_entropies) + list(gen.entropies)
+                if gen.entropies and len(head.response_entropies) == len(head.response_ids)
+                else []
+            ),
             finish_reason=gen.finish_reason,
             gen_s=gen.latency_s,
             # the state the reply was made in: reset's, or the last step's (GiGPO's anchor)

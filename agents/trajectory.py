@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 3  # v2 added tree_path, v3 Turn.anchor_state_hash; v1 and v2 files still read
+SCHEMA_VERSION = 3  # v2 added tree_path, v3 Turn.anchor_state_hash and response_entropies; v1, v2 still read
 READABLE_VERSIONS = (1, 2, 3)
 
 
@@ -56,6 +56,9 @@ class Turn:
     #: The env state this turn was taken from (GiGPO's anchor state): the state after reset for
     #: the first turn, else the previous turn's `env_state_hash`. "" when unknown.
     anchor_state_hash: str = ""
+    #: Entropy (nats) of the distribution each response token was sampled from, where the
+    #: engine reports it ([] otherwise): where the policy was unsure (tree rollouts fork there).
+    response_entropies: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if len(self.response_logprobs) != len(self.response_ids):
@@ -64,6 +67,8 @@ class Turn:
             )
         if self.policy_versions and len(self.policy_versions) != len(self.response_ids):
             raise ValueError("policy_versions must have one entry per response token")
+        if self.response_entropies and len(self.response_entropies) != len(self.response_ids):
+            raise ValueError("response_entropies must have one entry per response token")
 
 
 @dataclass(slots=True)
@@ -247,6 +252,11 @@ def join_turns(parts: Sequence[Turn]) -> Turn:
         gen_s=sum(p.gen_s for p in parts),
         env_s=last.env_s,
         anchor_state_hash=parts[0].anchor_state_hash,
+        response_entropies=(
+            [x for p in parts for x in p.response_entropies]
+            if all(p.response_entropies or not p.response_ids for p in parts)
+            else []
+        ),
     )
 
 
@@ -264,6 +274,7 @@ _TURN = pa.struct(
         ("gen_s", pa.float64()),
         ("env_s", pa.float64()),
         ("anchor_state_hash", pa.string()),
+        ("response_entropies", pa.list_(pa.float32())),
     ]
 )
 SCHEMA = pa.schema(
@@ -321,7 +332,13 @@ def read_trajectories(paths: str | Path | Iterable[str | Path]) -> list[Trajecto
             raise ValueError(f"{p} has trajectory schema v{version}; this arborl reads v{READABLE_VERSIONS}")
         for row in table.to_pylist():
             turns = [
-                Turn(**{**turn, "anchor_state_hash": turn.get("anchor_state_hash") or ""})
+                Turn(
+                    **{
+                        **turn,
+                        "anchor_state_hash": turn.get("anchor_state_hash") or "",
+                        "response_entropies": list(turn.get("response_entropies") or []),
+                    }
+                )
                 for turn in row.pop("turns")
             ]
             row["metrics"] = dict(row["metrics"] or [])

@@ -16,8 +16,11 @@ How a tree grows, in rounds::
                                                                             of turn 2
 
 Fork points are turn boundaries (the env state after a turn) and uncertain tokens inside a
-turn (sampled log-prob below `token_logprob_threshold`, as in ARPO / lookahead tree
-rollouts): a token fork keeps the turn's first tokens and samples the rest again. Points are
+turn: the token whose next-token distribution had the highest entropy (at least
+`token_entropy_threshold` nats; the engine reports it with each sampled token), as TreeRL's
+entropy-guided forking and lookahead tree rollouts do, or, where the engine reports no
+entropies, the least likely sampled token (log-prob below `token_logprob_threshold`, ARPO).
+A token fork keeps the turn's first tokens and samples the rest again. Points are
 scored TRACE-style, favouring prefixes whose subtrees have mixed outcomes::
 
     score(n) = p(1 - p) + explore / (1 + leaves below n)      p = mean outcome below n
@@ -30,16 +33,17 @@ caught there). `bench/bench_tree.py` measures replay against the alternative.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import gymnasium
 from pydantic import BaseModel, ConfigDict, Field
 
-from arborl.envs import arelease
+from arborl.envs import aclose, arelease
 
 from .agent import Agent, EpisodeState, ForkMismatch
 from .trajectory import Trajectory, TrajectoryTree, Turn, join_turns
@@ -56,6 +60,15 @@ class TreeConfig(BaseModel):
     roots: int = Field(2, ge=1, description="independent episodes before any branching")
     branches: int = Field(2, ge=1, description="new branches started at each chosen fork point")
     branch_at: Literal["turn", "token", "both"] = Field("both", description="where forks may happen")
+    token_signal: Literal["entropy", "logprob"] = Field(
+        "entropy",
+        description="what makes a token a fork point: the entropy of the distribution it was "
+        "sampled from (the policy was unsure: TreeRL / lookahead), or a low sampled log-prob; "
+        "turns whose engine reports no entropies use the log-prob",
+    )
+    token_entropy_threshold: float = Field(
+        1.0, ge=0, description="entropy (nats) at or above it: a fork point"
+    )
     token_logprob_threshold: float = Field(-2.0, description="a sampled token below it is a fork point")
     explore: float = Field(0.25, ge=0, description="bonus for points with few leaves below")
     max_parallel: int = Field(8, ge=1, description="branches run at once in a round")
@@ -84,10 +97,18 @@ class TreeRollout:
     """Grows one tree per task with an `Agent` and fresh envs from `env_factory`."""
 
     def __init__(
-        self, agent: Agent, env_factory: Callable[[], gymnasium.Env], config: TreeConfig | None = None
+        self,
+        agent: Agent,
+        env_factory: Callable[[], gymnasium.Env],
+        config: TreeConfig | None = None,
+        release: Callable[[gymnasium.Env], Awaitable[None] | None] | None = None,
     ):
+        """Every env a branch takes from `env_factory` is handed to `release` when the branch
+        ends, however it ends (default: closed). A pool passes its own (`RolloutManager` puts
+        envs back for the next branch)."""
         self.agent, self.env_factory = agent, env_factory
         self.config = config or TreeConfig()
+        self.release = release or _close_env
 
     async def run(self, task: Any, group_id: str | None = None) -> TreeResult:
         cfg = self.config
@@ -124,6 +145,21 @@ class TreeRollout:
     ) -> bool:
         """Run one new branch to its end; returns False if the fork could not be replayed."""
         env = self.env_factory()
+        try:
+            return await self._grow(tree, snaps, task, point, env)
+        finally:
+            done = self.release(env)
+            if inspect.isawaitable(done):
+                await done
+
+    async def _grow(
+        self,
+        tree: TrajectoryTree,
+        snaps: dict[int, EpisodeState],
+        task: Any,
+        point: _Point | None,
+        env: gymnasium.Env,
+    ) -> bool:
         prefix: Turn | None = None
         if point is None:
             state = await self.agent.start(env, task, group_id=tree.group_id)
@@ -185,6 +221,8 @@ class TreeRollout:
             head.response_logprobs[:at],
             policy_versions=(head.policy_versions or [-1] * len(head.response_ids))[:at],
             finish_reason=head.finish_reason,
+            anchor_state_hash=head.anchor_state_hash,
+            response_entropies=head.response_entropies[:at],
         )
         old.continues, old.terminal, old.outcome_reward, old.truncation = True, False, None, None
         return node
@@ -205,10 +243,8 @@ class TreeRollout:
                 points.append(_Point(node, None, score, depth))
             token_ok = cfg.branch_at in ("token", "both") and node >= 0 and not tree.nodes[node].continues
             if token_ok and _turn_head(tree, node)[0] in snaps:
-                lps = tree.nodes[node].turn.response_logprobs
-                unsure = [j for j in range(1, len(lps)) if lps[j] < cfg.token_logprob_threshold]
-                if unsure:
-                    j = min(unsure, key=lambda k: lps[k])  # the least likely token
+                j = uncertain_token(tree.nodes[node].turn, cfg)
+                if j is not None:
                     points.append(_Point(node, j, score + 1e-3, depth))
         points.sort(key=lambda q: (q.score, q.depth), reverse=True)
         chosen: list[_Point] = []
@@ -224,6 +260,21 @@ class TreeRollout:
         return chosen
 
 
+def uncertain_token(turn: Turn, cfg: TreeConfig) -> int | None:
+    """Where to fork inside `turn`: the token whose sampling distribution had the highest
+    entropy, if at or above ``token_entropy_threshold`` (``token_signal="entropy"`` and the
+    engine reported entropies); else the least likely sampled token below
+    ``token_logprob_threshold``. Never the first token (a fork there is a turn fork). None:
+    the policy was sure throughout."""
+    ents = turn.response_entropies
+    if cfg.token_signal == "entropy" and ents:
+        high = [j for j in range(1, len(ents)) if ents[j] >= cfg.token_entropy_threshold]
+        return max(high, key=lambda k: ents[k]) if high else None
+    lps = turn.response_logprobs
+    low = [j for j in range(1, len(lps)) if lps[j] < cfg.token_logprob_threshold]
+    return min(low, key=lambda k: lps[k]) if low else None
+
+
 def _suffix(turn: Turn, at: int) -> Turn:
     """`turn` without its first `at` response tokens (the part a token fork re-samples)."""
     return Turn(
@@ -231,6 +282,7 @@ def _suffix(turn: Turn, at: int) -> Turn:
         turn.response_logprobs[at:],
         observation_ids=list(turn.observation_ids),
         policy_versions=(turn.policy_versions or [-1] * len(turn.response_ids))[at:],
+        response_entropies=turn.response_entropies[at:],
         reward=turn.reward,
         env_state_hash=turn.env_state_hash,
         anchor_state_hash=turn.anchor_state_hash,
@@ -261,3 +313,9 @@ def _subtree_outcomes(tree: TrajectoryTree) -> dict[int, tuple[int, float]]:
             n, s = out.get(node, (0, 0.0))
             out[node] = (n + 1, s + reward)
     return out
+
+
+async def _close_env(env: gymnasium.Env) -> None:
+    """Give back what the env holds (its sandbox lease, a browser) and close it."""
+    await arelease(env)
+    await aclose(env)

@@ -112,6 +112,11 @@ class Generation(BaseModel):
         default_factory=list,
         description="weights version per token, where an update landed mid-response (empty: all weights_version)",
     )
+    entropies: list[float] = Field(
+        default_factory=list,
+        description="entropy (nats) of the distribution each token was sampled from (after "
+        "temperature / top-k / top-p); empty where the engine does not report it",
+    )
 
     @model_validator(mode="after")
     def _same_length(self) -> Self:
@@ -119,6 +124,8 @@ class Generation(BaseModel):
             raise ValueError(f"{len(self.token_ids)} token ids but {len(self.logprobs)} log-probs")
         if self.token_versions and len(self.token_versions) != len(self.token_ids):
             raise ValueError(f"{len(self.token_ids)} token ids but {len(self.token_versions)} token versions")
+        if self.entropies and len(self.entropies) != len(self.token_ids):
+            raise ValueError(f"{len(self.token_ids)} token ids but {len(self.entropies)} entropies")
         return self
 
     @property

@@ -53,6 +53,7 @@ class RowResult:
     logprobs: list[float]
     finish_reason: FinishReason
     versions: list[int] | None = None  # weights version per token; None: the batch's version
+    entropies: list[float] | None = None  # of each token's sampling distribution; None: not reported
 
 
 def expand_rows(prompts: Sequence[list[int]], sampling: SamplingParams) -> list[Row]:
@@ -72,6 +73,7 @@ def _generations(rows: list[Row], results: list[RowResult], start: float, versio
             latency_s=time.perf_counter() - start,
             weights_version=res.versions[0] if res.versions else version,
             token_versions=res.versions or [],
+            entropies=res.entropies or [],
         )
         for r, res in zip(rows, results, strict=True)
     ]

@@ -258,6 +258,7 @@ class _Slot:
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
+    entropies: list[float] = field(default_factory=list)
 
 
 def _shared_len(a: list[int], b: list[int], limit: int) -> int:
@@ -370,17 +371,23 @@ class _DecodeBatch:
         top_p = torch.tensor([r.sampling.top_p for r in rows], dtype=torch.float32, device=dev)
         proc = processed_logits(self.logits.float(), temps, top_k, top_p)
         nxt = sample_rows(proc, temps == 0, [s.generator for s in self.slots])
-        chosen = proc.log_softmax(-1).gather(1, nxt.unsqueeze(1)).squeeze(1)
+        logp = proc.log_softmax(-1)
+        chosen = logp.gather(1, nxt.unsqueeze(1)).squeeze(1)
+        # The entropy of the distribution each token was drawn from (tree rollouts branch where
+        # it is high); entr(0) = 0 where top-k / top-p masked a token out.
+        entropy = torch.special.entr(logp.exp()).sum(-1)
         done: list[tuple[Any, RowResult]] = []
         going: list[int] = []
-        for i, (s, t, lp) in enumerate(zip(self.slots, nxt.tolist(), chosen.tolist(), strict=True)):
+        rows_out = zip(self.slots, nxt.tolist(), chosen.tolist(), entropy.tolist(), strict=True)
+        for i, (s, t, lp, ent) in enumerate(rows_out):
             s.tokens.append(t)
             s.logprobs.append(lp)
             s.versions.append(self.version)
+            s.entropies.append(ent)
             if t in s.stops:
-                done.append((s.key, RowResult(s.tokens, s.logprobs, "stop", s.versions)))
+                done.append((s.key, RowResult(s.tokens, s.logprobs, "stop", s.versions, s.entropies)))
             elif len(s.tokens) >= s.row.sampling.max_new_tokens:
-                done.append((s.key, RowResult(s.tokens, s.logprobs, "length", s.versions)))
+                done.append((s.key, RowResult(s.tokens, s.logprobs, "length", s.versions, s.entropies)))
             else:
                 going.append(i)
         self._select(going)

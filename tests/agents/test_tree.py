@@ -77,3 +77,98 @@ async def test_a_nondeterministic_env_fails_the_fork_not_the_tree(engine, tok):
     result = await TreeRollout(agent, Noisy, cfg).run({"id": "c", "start": 2})
     assert result.forks["failed"] > 0
     assert len(result.leaves) == 3  # the failed forks were replaced by fresh samples
+
+
+async def test_every_env_a_branch_makes_is_closed(engine, tok):
+    """Forks make an env per branch (replay needs a fresh one); none may outlive the tree."""
+    made, closed = [], []
+
+    class Counted(Countdown):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            made.append(self)
+
+        async def aclose(self):
+            closed.append(self)
+            await super().aclose()
+
+    agent = agent_for(engine, tok, max_turns=4, max_new_tokens=6)
+    result = await TreeRollout(agent, Counted, TreeConfig(leaves=5, roots=2, branch_at="turn")).run(
+        {"id": "c", "start": 3}
+    )
+    assert len(result.leaves) == 5 and result.forks["turn"] > 0
+    assert len(made) >= 5 and sorted(map(id, closed)) == sorted(map(id, made))
+
+
+async def test_the_rollout_manager_reuses_branch_envs_and_closes_them(engine, tok, tmp_path):
+    """In the trainer a branch's env goes back to the manager's pool: two trees in a row make
+    no more envs than one tree runs at once, and `close()` closes every one."""
+    from arborl.trainer.buffer import GroupBuffer
+    from arborl.trainer.rollout import RolloutManager
+    from arborl.trainer.store import TrajectoryStore
+
+    made, closed = [], []
+
+    class Counted(Countdown):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            made.append(self)
+
+        async def aclose(self):
+            closed.append(self)
+            await super().aclose()
+
+    agent = agent_for(engine, tok, max_turns=3, max_new_tokens=6)
+    manager = RolloutManager(
+        agent,
+        Counted,
+        lambda i: {"id": f"c{i}", "start": 2},
+        GroupBuffer(capacity=4),
+        TrajectoryStore(tmp_path),
+        group_size=4,
+        limit=lambda: 2,
+        max_in_flight=1,
+        tree=TreeConfig(leaves=4, roots=2, branches=2, branch_at="turn", max_parallel=2),
+    )
+    await manager._group(0)
+    first = len(made)
+    await manager._group(1)
+    assert manager.stats.groups_done == 2
+    assert len(made) == first <= 2  # at most max(roots, max_parallel) envs at once, then reused
+    await manager.close()
+    assert sorted(map(id, closed)) == sorted(map(id, made))
+
+
+async def test_the_engine_reports_each_tokens_sampling_entropy(tiny_model, tok):
+    """Entropy of softmax(logits / T) at every sampled position, from the model's own logits."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from arborl.agents.engines import SamplingParams
+
+    engine = make_engine(HFEngineConfig(model=str(tiny_model)))
+    try:
+        prompt = tok.encode("Count down from three.")
+        gen = (await engine.generate([prompt], SamplingParams(temperature=0.8, max_new_tokens=10, seed=3)))[0]
+    finally:
+        await engine.close()
+    assert len(gen.entropies) == len(gen.token_ids) > 0
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + gen.token_ids])).logits[0, len(prompt) - 1 : -1]
+    p = torch.softmax(logits / 0.8, -1)
+    expected = -(p * p.clamp_min(1e-30).log()).sum(-1)
+    torch.testing.assert_close(torch.tensor(gen.entropies), expected, rtol=1e-3, atol=1e-3)
+
+
+def test_token_forks_go_where_the_entropy_is_highest():
+    from arborl.agents import Turn
+    from arborl.agents.tree import uncertain_token
+
+    # token 1: a flat distribution but a likely sample; token 2: an unlikely sample from a peaked one
+    turn = Turn([5, 6, 7, 8], [-0.1, -0.2, -4.0, -0.1], response_entropies=[3.0, 2.5, 0.3, 0.1])
+    assert uncertain_token(turn, TreeConfig()) == 1  # entropy (the first token is never a token fork)
+    assert uncertain_token(turn, TreeConfig(token_signal="logprob")) == 2
+    assert uncertain_token(turn, TreeConfig(token_entropy_threshold=5.0)) is None  # sure throughout
+    bare = Turn([5, 6, 7, 8], [-0.1, -0.2, -4.0, -0.1])  # an engine without entropies
+    assert uncertain_token(bare, TreeConfig()) == 2
