@@ -26,6 +26,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 import traceback
 from typing import Any
 
@@ -157,8 +158,6 @@ class Server:
         return {"ok": True, "restore": pairs}
 
     def op_reset(self, req: dict) -> dict:
-        import time
-
         start = time.monotonic()
         killed = restore.kill_everything_else(self.own_pid_namespace)
         t_kill = time.monotonic()

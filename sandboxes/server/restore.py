@@ -27,10 +27,10 @@ def coarse_now() -> int:
 def _next_tick() -> int:
     """Wait for the coarse clock to move on, and return it.
 
-    A mark must be later than every ctime the restore just wrote (so those files count as
-    untouched next time) and not later than any ctime the agent writes afterwards (so its
-    edits count as touched): the first tick after the copies is both. Costs at most one
-    tick (a few ms), and only after a restore that copied something.
+    A mark must not be later than any ctime the agent writes afterwards (so its edits count
+    as touched), and should be later than the ctimes the restore just wrote (so those files
+    count as untouched next time): the first tick after the copies is both. Costs at most
+    one tick (a few ms).
     """
     start = coarse_now()
     while (now := coarse_now()) <= start:
@@ -174,6 +174,8 @@ class Restorer:
                         os.unlink(path)
                 subprocess.run(["cp", "-a", "--", snap, path], check=True)
                 self.marks.pop(path, None)
+        # Without the wait, entries copied in the mark's own tick would count as touched and
+        # be copied again at every reset, each time with a new inode (git re-hashes them).
         now = _next_tick() if copied else coarse_now()
         for path, _ in pairs:
             self.marks[path] = now

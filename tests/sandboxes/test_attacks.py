@@ -235,6 +235,7 @@ async def _labelled(backend, pool_id: str) -> list[str]:
 async def test_pool_close_leaves_nothing_running(backend, moment):
     pool = SandboxPool(backend, PoolConfig(max_size=2, reap_on_start=False, health_interval_s=0))
     async with pool.acquire(SMALL) as sb:
+        assert await _labelled(backend, pool.id) == [sb.id]
         if moment == "during-reset":
             await sb.exec("for i in $(seq 50); do sleep 60 & done", timeout=10)  # a slower reset
         if moment == "after-crash":
@@ -243,10 +244,8 @@ async def test_pool_close_leaves_nothing_running(backend, moment):
             else:
                 os.killpg(sb.handle[0].pid, 9)
     if moment == "during-reset":
-        await asyncio.sleep(0.01)
-    assert await _labelled(backend, pool.id)
-    await pool.close()
-    await asyncio.sleep(0.2)
+        await asyncio.sleep(0.005)  # the background reset has begun
+    await pool.close()  # for "right-after-release": before the background reset even starts
     assert await _labelled(backend, pool.id) == []
 
 
