@@ -3,7 +3,9 @@
 Building the app image needs a package index and minutes; that is not done here. What is
 checked: Compose itself parses the file (when a Compose is installed), every arborl command
 a service runs composes into a valid config (so a renamed key breaks this test, not a user's
-`docker-compose up`), and the app image copies every package of the design card.
+`docker-compose up`), the eval service's model path leads to the model the trainer service
+saves (its checkpoint layout, `latest` pointer file included), and the app image copies every
+package of the design card.
 """
 
 from __future__ import annotations
@@ -61,6 +63,34 @@ def test_arborl_commands_compose_into_valid_configs(cmd):
     else:
         pytest.fail(f"compose.yaml runs `arborl {sub}`, which this test does not know")
     assert cfg["sandbox"]["type"] == "docker"  # sandboxes are sibling containers
+
+
+def _command(sub: str) -> list[str]:
+    (cmd,) = [c for c in _arborl_commands() if c[1] == sub]
+    return cmd
+
+
+def test_eval_service_loads_the_model_the_trainer_service_saves(tmp_path, monkeypatch, tiny_model):
+    """Both services run in the app's working directory with ./runs mounted: a checkpoint saved
+    the trainer's way under its run.dir must be what the eval's model.path loads."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from arborl.cli.eval_cmds import _SHARED
+    from arborl.eval.config import EvalConfig
+    from arborl.trainer.checkpoint import Checkpointer, RunState, resolve_model_dir
+
+    assert COMPOSE["services"]["eval"]["working_dir"] == COMPOSE["services"]["trainer"]["working_dir"]
+    monkeypatch.chdir(tmp_path)
+    (run_dir,) = [a.split("=", 1)[1] for a in _command("train") if a.startswith("run.dir=")]
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    Checkpointer(run_dir).save(model, AutoTokenizer.from_pretrained(tiny_model), {}, RunState(version=3))
+    cfg = OmegaConf.to_container(
+        load_config([a for a in _command("eval")[2:] if "=" in a], name="eval"), resolve=True
+    )
+    ecfg = EvalConfig.model_validate({k: v for k, v in cfg.items() if k not in _SHARED})
+    path = resolve_model_dir(ecfg.model.path)  # what the eval's model driver loads
+    assert AutoConfig.from_pretrained(path).model_type == model.config.model_type
+    AutoTokenizer.from_pretrained(path)
 
 
 def test_app_image_copies_every_package():
