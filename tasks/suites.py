@@ -135,6 +135,16 @@ BUILTIN_SUITES: tuple[Suite, ...] = (
         tags=("code", "swe-bench"),
     ),
     Suite(
+        "swe-real",
+        "arborl/Code-v0",
+        "arborl.tasks.swe_real:load_tasks",
+        description="SWE-bench instances cut from real repositories' history (src layouts, unittest, wheels)",
+        gold="arborl.tasks.swe_real:gold_policy",
+        empty="arborl.tasks.swe_real:empty_policy",
+        max_turns=20,
+        tags=("code", "swe-bench", "real"),
+    ),
+    Suite(
         "tool-mini",
         "arborl/Tool-v0",
         "arborl.tasks.tool_mini:load_suite",
