@@ -376,6 +376,10 @@ class Trainer:
             data, self.cfg.algorithm.estimator, **self.cfg.algorithm.estimator_options
         )
         data.batch["advantages"] = adv * torch.tensor(weights).unsqueeze(1)
+        mask = data.batch["response_mask"].bool()
+        metrics["batch/advantage_abs_mean"] = (
+            float(data.batch["advantages"][mask].abs().mean()) if mask.any() else 0.0
+        )
         metrics.update(self.learner.ppo_update(data))
         return metrics
 
