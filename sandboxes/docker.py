@@ -301,7 +301,10 @@ class DockerBackend(SandboxBackend):
 
     # ---- listing and reaping ------------------------------------------------------------
     def _containers(self) -> list[Any]:
-        return list(self.client.containers.list(all=True, filters={"label": MANAGED_LABEL}))
+        # Other harnesses on this engine remove containers while the list is inspected.
+        return list(
+            self.client.containers.list(all=True, filters={"label": MANAGED_LABEL}, ignore_removed=True)
+        )
 
     def list_sandboxes(self) -> list[SandboxInfo]:
         out = []
