@@ -28,6 +28,7 @@ BUILTIN_ENVS = {
     "arborl/Tool-v0": "arborl.envs.tool:ToolEnv",
     "arborl/Desktop-v0": "arborl.envs.desktop.env:DesktopEnv",
     "arborl/Web-v0": "arborl.envs.web.env:WebEnv",
+    "arborl/MiniWoB-v0": "arborl.envs.web.miniwob:MiniWoBEnv",
 }
 
 

@@ -42,7 +42,7 @@ fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "installing torch 2.13.0 (CPU build) then arborl and its dependencies (a few minutes)"
   .venv/bin/pip install -q torch==2.13.0
-  .venv/bin/pip install -q -c constraints.txt -e '.[dev,triton]'
+  .venv/bin/pip install -q -c constraints.txt -e '.[dev,triton,ecosystem]'
   echo "$want" > "$stamp"
 fi
 # vLLM for CPU hosts (the in-process and server engines' tests); GPU hosts: pip install -e '.[vllm]'.

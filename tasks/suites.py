@@ -174,6 +174,25 @@ BUILTIN_SUITES: tuple[Suite, ...] = (
         max_turns=30,
         tags=("web",),
     ),
+    Suite(
+        "web-miniwob",
+        "arborl/MiniWoB-v0",
+        "arborl.tasks.miniwob:load_web_miniwob",
+        description="MiniWoB++ tasks with a scripted solution (2 seeds each), scored by their own JavaScript",
+        gold="arborl.tasks.miniwob:gold_policy",
+        empty="arborl.tasks.miniwob:empty_policy",
+        max_turns=8,
+        tags=("web", "miniwob"),
+    ),
+    Suite(
+        "web-miniwob-all",
+        "arborl/MiniWoB-v0",
+        "arborl.tasks.miniwob:load_web_miniwob_all",
+        description="every MiniWoB++ task arborl's actions can express (docs/web.md lists the rest)",
+        empty="arborl.tasks.miniwob:empty_policy",
+        max_turns=15,
+        tags=("web", "miniwob"),
+    ),
 )
 
 
