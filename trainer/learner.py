@@ -181,8 +181,8 @@ class Learner:
             bias=getattr(head, "bias", None),
             backend=self.config.kernel_backend,
         )
-        logp = torch.zeros(mask.shape, dtype=lp.dtype).masked_scatter(mask, lp)
-        entropy = torch.zeros(mask.shape, dtype=ent.dtype).masked_scatter(mask, ent)
+        logp = torch.zeros(mask.shape, dtype=lp.dtype, device=mask.device).masked_scatter(mask, lp)
+        entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=mask.device).masked_scatter(mask, ent)
         return logp, entropy
 
     def _micro_batches(self, data: Any) -> list[tuple[torch.Tensor, dict[str, torch.Tensor]]]:
@@ -221,7 +221,9 @@ class Learner:
         was_training = model.training
         model.eval()
         try:
-            out = torch.zeros(data.batch["responses"].shape, dtype=torch.float32)
+            out = torch.zeros(
+                data.batch["responses"].shape, dtype=torch.float32, device=data.batch["responses"].device
+            )
             for idx, mb in self._micro_batches(data):
                 lp = self._forward(model, mb)[0]
                 out[idx, : lp.shape[1]] = lp.to(out.dtype)

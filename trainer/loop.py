@@ -35,7 +35,7 @@ import torch
 
 from arborl.agents import Agent, AgentConfig, read_trajectories, write_trajectories
 from arborl.agents.credit import compute_advantages
-from arborl.agents.engines import HFEngineConfig, SamplingParams
+from arborl.agents.engines import HFEngineConfig, InferenceEngine, SamplingParams
 from arborl.agents.engines.hf import HFEngine
 from arborl.kernels.attention import register_sdpa_gqa
 from arborl.tasks import get_suite
@@ -53,6 +53,13 @@ from .rollout import RolloutManager
 from .store import TrajectoryStore
 
 log = logging.getLogger(__name__)
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto``: the CUDA device when there is one, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
 
 
 class RunDirError(RuntimeError):
@@ -120,8 +127,10 @@ class Trainer:
         # Grouped-query attention without repeating the key/value heads on CPU (the engine's
         # default too; same logits and gradients as transformers' sdpa, kernels/attention.py).
         attn = register_sdpa_gqa()
-        self.model = AutoModelForCausalLM.from_pretrained(
-            weights, dtype=torch.float32, attn_implementation=attn
+        self.device = resolve_device(cfg.model.device)
+        dtype = getattr(torch, cfg.model.dtype)
+        self.model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype, attn_implementation=attn).to(
+            self.device
         )
         self.metrics = MetricsLogger(self.dir, wandb=cfg.run.wandb, config=cfg.model_dump(by_alias=True))
         self.store = TrajectoryStore(self.dir / "trajectories")
@@ -135,7 +144,7 @@ class Trainer:
         env_kwargs = {**suite.env_kwargs, **cfg.rollout.env_kwargs}
         self.env_factory = lambda: gymnasium.make(env_id, **env_kwargs)
         self.eval_tasks = suite.tasks()[: cfg.tasks.eval_size]
-        self.engine = HFEngine(HFEngineConfig(model=base), model=copy.deepcopy(self.model))
+        self.engine = self._make_engine(base, weights)
         ro = cfg.rollout
         sampling = SamplingParams(temperature=ro.temperature, top_p=ro.top_p)
         budgets = {"max_turns": ro.max_turns, "max_new_tokens": ro.max_new_tokens}
@@ -148,7 +157,8 @@ class Trainer:
         ref = None
         if learner_cfg.kl_coef > 0:  # the KL anchor: the policy as the run starts (after any warm start)
             ref = (
-                AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32, attn_implementation=attn)
+                AutoModelForCausalLM.from_pretrained(weights, dtype=dtype, attn_implementation=attn)
+                .to(self.device)
                 .eval()
                 .requires_grad_(False)
             )
@@ -237,7 +247,7 @@ class Trainer:
                 if len(order) < sft.batch_size:
                     order += rng.sample(range(len(demos)), len(demos))
                 batch = [demos[order.pop()] for _ in range(sft.batch_size)]
-                data = trajectories_to_dataproto(batch, pad)
+                data = trajectories_to_dataproto(batch, pad).to(self.device)
                 m = await asyncio.to_thread(self._in_learner_thread, learner.sft_update, data, sft.env_weight)
                 self.state.sft_steps = step
                 bar.advance(f"nll {m['sft/nll']:.3f}")
@@ -346,6 +356,17 @@ class Trainer:
         torch.set_num_threads(self._learner_threads)
         return fn(*args)
 
+    def _make_engine(self, base: str, weights: str) -> InferenceEngine:
+        """The generation engine `model.engine` names, holding the learner's current weights."""
+        m = self.cfg.model
+        if m.engine == "vllm":
+            from arborl.agents.engines import VLLMEngineConfig, make_engine
+
+            options = {"dtype": m.dtype, "enforce_eager": self.device.type == "cpu", **m.engine_options}
+            return make_engine(VLLMEngineConfig(model=weights, **options))
+        config = HFEngineConfig(model=base, dtype=m.dtype, device=str(self.device), **m.engine_options)
+        return HFEngine(config, model=copy.deepcopy(self.model))
+
     def _split_threads(self) -> None:
         """Async RL runs the engine's decode thread and the learner at the same time: each gets
         half of the torch threads instead of both taking all of them (oversubscribed cores,
@@ -380,7 +401,8 @@ class Trainer:
         metrics["batch/advantage_abs_mean"] = (
             float(data.batch["advantages"][mask].abs().mean()) if mask.any() else 0.0
         )
-        metrics.update(self.learner.ppo_update(data))
+        # credit on the CPU (numba), the update on the model's device
+        metrics.update(self.learner.ppo_update(data.to(self.device)))
         return metrics
 
     async def _push_weights(self) -> None:

@@ -63,7 +63,7 @@ def response_hidden_states(model: Any, mb: dict[str, torch.Tensor], min_shared: 
     first = int(starts[0])
     model.model(
         input_ids=ids[:1, first : first + shared],
-        position_ids=torch.arange(shared).unsqueeze(0),
+        position_ids=torch.arange(shared, device=ids.device).unsqueeze(0),
         past_key_values=cache,
         use_cache=True,
     )
@@ -74,17 +74,21 @@ def response_hidden_states(model: Any, mb: dict[str, torch.Tensor], min_shared: 
     # Each row's suffix: the rest of its prompt, then its response columns.
     rest = (prompt_end - starts - shared).tolist()  # prompt tokens after the shared prefix (>= 1)
     width = max(rest) + resp_len
-    suf_ids = torch.zeros((b, width), dtype=ids.dtype)
-    suf_att = torch.zeros((b, width), dtype=att.dtype)
-    suf_pos = torch.zeros((b, width), dtype=pos.dtype)
+    suf_ids = torch.zeros((b, width), dtype=ids.dtype, device=ids.device)
+    suf_att = torch.zeros((b, width), dtype=att.dtype, device=ids.device)
+    suf_pos = torch.zeros((b, width), dtype=pos.dtype, device=ids.device)
     for i in range(b):
         begin = int(starts[i]) + shared
         n = total - begin
         suf_ids[i, :n], suf_att[i, :n], suf_pos[i, :n] = ids[i, begin:], att[i, begin:], pos[i, begin:]
-    full_att = torch.cat([torch.ones((b, shared), dtype=att.dtype), suf_att], dim=1)
+    full_att = torch.cat([torch.ones((b, shared), dtype=att.dtype, device=ids.device), suf_att], dim=1)
     hidden = model.model(
         input_ids=suf_ids, attention_mask=full_att, position_ids=suf_pos, past_key_values=broadcast
     ).last_hidden_state
     # Response token j of row i sits at suffix index rest_i + j; the position before predicts it.
-    index = torch.tensor(rest).unsqueeze(1) - 1 + torch.arange(resp_len).unsqueeze(0)
+    index = (
+        torch.tensor(rest, device=ids.device).unsqueeze(1)
+        - 1
+        + torch.arange(resp_len, device=ids.device).unsqueeze(0)
+    )
     return hidden.gather(1, index.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
