@@ -36,7 +36,7 @@ import asyncio
 import inspect
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -72,6 +72,13 @@ class TreeConfig(BaseModel):
     token_logprob_threshold: float = Field(-2.0, description="a sampled token below it is a fork point")
     explore: float = Field(0.25, ge=0, description="bonus for points with few leaves below")
     max_parallel: int = Field(8, ge=1, description="branches run at once in a round")
+    prompts: int = Field(
+        1,
+        ge=1,
+        description="trees grown together under one budget of leaves × prompts leaves (TRACE): "
+        "branches go to the prompts whose outcomes are mixed; each tree stays its own group, "
+        "of at least `roots` leaves",
+    )
 
 
 @dataclass
@@ -80,6 +87,17 @@ class TreeResult:
     leaves: list[Trajectory]
     generated_tokens: int
     forks: dict[str, int] = field(default_factory=dict)  # "turn" / "token" / "failed" counts
+
+
+@dataclass
+class _Growing:
+    """One task's tree while it grows: its episodes' snapshots at each node (-1: the start)."""
+
+    task: Any
+    tree: TrajectoryTree
+    snaps: dict[int, EpisodeState] = field(default_factory=dict)
+    forks: dict[str, int] = field(default_factory=lambda: {"turn": 0, "token": 0, "failed": 0})
+    replay_works: bool = True
 
 
 @dataclass
@@ -111,33 +129,54 @@ class TreeRollout:
         self.release = release or _close_env
 
     async def run(self, task: Any, group_id: str | None = None) -> TreeResult:
+        """Grow one tree of `leaves` leaves for `task`."""
+        return (await self.run_many([task], None if group_id is None else [group_id]))[0]
+
+    async def run_many(
+        self, tasks: list[Any], group_ids: list[str] | None = None, budget: int | None = None
+    ) -> list[TreeResult]:
+        """One tree per task, grown together under one leaf budget (default ``leaves`` per task),
+        TRACE-style: every tree gets its ``roots``, then each round the fork points of all the
+        trees compete on one score, so branches go to the prompts, and the prefixes, whose
+        outcomes are mixed (``p(1 - p)``), and a prompt whose roots all agree gets only what the
+        exploration bonus wins it."""
         cfg = self.config
-        tree = TrajectoryTree(prompt_ids=[], task_id="", group_id=group_id or uuid.uuid4().hex)
-        snaps: dict[int, EpisodeState] = {}  # node (or -1: the start) → the episode after it
-        forks = {"turn": 0, "token": 0, "failed": 0}
+        ids = group_ids or [uuid.uuid4().hex for _ in tasks]
+        grows = [
+            _Growing(task, TrajectoryTree(prompt_ids=[], task_id="", group_id=gid))
+            for task, gid in zip(tasks, ids, strict=True)
+        ]
+        total = cfg.leaves * len(tasks) if budget is None else budget
+        roots = min(cfg.roots, cfg.leaves)
         await asyncio.gather(
-            *(self._branch(tree, snaps, task, None) for _ in range(min(cfg.roots, cfg.leaves)))
+            *(self._branch(g.tree, g.snaps, g.task, None) for g in grows for _ in range(roots))
         )
-        replay_works = True
-        while len(tree.leaf_ids()) < cfg.leaves:
-            want = min(cfg.leaves - len(tree.leaf_ids()), cfg.max_parallel)
-            jobs = []
-            for point in self._choose(tree, snaps, want) if replay_works else []:
+        while (have := sum(len(g.tree.leaf_ids()) for g in grows)) < total:
+            want = min(total - have, cfg.max_parallel)
+            jobs: list[Coroutine[Any, Any, bool]] = []
+            owners: list[_Growing] = []
+            for g, point in self._pick(grows, want):
                 kind = "token" if point.at is not None else "turn"
                 if point.at is not None:  # split once; every branch of the point shares the prefix
                     point = _Point(
-                        self._split(tree, snaps, point.node, point.at), point.at, point.score, point.depth
+                        self._split(g.tree, g.snaps, point.node, point.at), point.at, point.score, point.depth
                     )
                 for _ in range(min(cfg.branches, want - len(jobs))):
-                    jobs.append(self._branch(tree, snaps, task, point))
-                    forks[kind] += 1
-            if not jobs:  # nowhere to branch (or replay fails): sample afresh
-                jobs = [self._branch(tree, snaps, task, None) for _ in range(want)]
+                    jobs.append(self._branch(g.tree, g.snaps, g.task, point))
+                    owners.append(g)
+                    g.forks[kind] += 1
+            if not jobs:  # nowhere to branch (or replay fails): sample afresh, smallest trees first
+                for _ in range(want):
+                    g = min(grows, key=lambda t: len(t.tree.leaf_ids()) + owners.count(t))
+                    jobs.append(self._branch(g.tree, g.snaps, g.task, None))
+                    owners.append(g)
             results = await asyncio.gather(*jobs)
-            forks["failed"] += results.count(False)
-            replay_works = any(results)  # a round of failed replays: this env cannot be forked
-        leaves = tree.leaves()
-        return TreeResult(tree, leaves, tree.generated_tokens(), forks)
+            for g in grows:
+                mine = [ok for ok, owner in zip(results, owners, strict=True) if owner is g]
+                g.forks["failed"] += mine.count(False)
+                if mine:
+                    g.replay_works = any(mine)  # a round of failed replays: this env cannot be forked
+        return [TreeResult(g.tree, g.tree.leaves(), g.tree.generated_tokens(), g.forks) for g in grows]
 
     # ---- growing ----------------------------------------------------------------------
     async def _branch(
@@ -228,7 +267,11 @@ class TreeRollout:
         return node
 
     # ---- choosing fork points -----------------------------------------------------------
-    def _choose(self, tree: TrajectoryTree, snaps: dict[int, EpisodeState], want: int) -> list[_Point]:
+    def _points(self, tree: TrajectoryTree, snaps: dict[int, EpisodeState]) -> list[_Point]:
+        """Every place `tree` could branch from now, scored::
+
+        score(n) = p(1 - p) + explore / (1 + leaves below n)      p = mean outcome below n
+        """
         cfg = self.config
         stats = _subtree_outcomes(tree)
         points: list[_Point] = []
@@ -246,17 +289,23 @@ class TreeRollout:
                 j = uncertain_token(tree.nodes[node].turn, cfg)
                 if j is not None:
                     points.append(_Point(node, j, score + 1e-3, depth))
-        points.sort(key=lambda q: (q.score, q.depth), reverse=True)
-        chosen: list[_Point] = []
-        split: set[int] = set()
-        for q in points:
-            if q.at is not None and q.node in split:
-                continue  # one split per node per round
-            if q.at is not None:
-                split.add(q.node)
-            chosen.append(q)
-            if len(chosen) * cfg.branches >= want:
+        return points
+
+    def _pick(self, grows: list[_Growing], want: int) -> list[tuple[_Growing, _Point]]:
+        """The best-scored points over all the trees (ties to deeper points: more shared
+        tokens), enough for `want` branches; one token split per node per round."""
+        ranked = [(g, q) for g in grows if g.replay_works for q in self._points(g.tree, g.snaps)]
+        ranked.sort(key=lambda c: (c[1].score, c[1].depth), reverse=True)
+        chosen: list[tuple[_Growing, _Point]] = []
+        split: set[tuple[int, int]] = set()
+        for g, q in ranked:
+            if len(chosen) * self.config.branches >= want:
                 break
+            if q.at is not None:
+                if (id(g), q.node) in split:
+                    continue
+                split.add((id(g), q.node))
+            chosen.append((g, q))
         return chosen
 
 

@@ -129,8 +129,14 @@ class RolloutManager:
                     await self._wake.wait_for(self._can_dispatch)
                 if self._errors:
                     raise self._errors[0]
-                index = self.redo.pop(0) if self.redo else self._next()
-                self._in_flight[index] = asyncio.create_task(self._group(index), name=f"group-{index}")
+                indices = [self.redo.pop(0) if self.redo else self._next()]
+                # Trees grown under one budget (tree.prompts > 1) are dispatched together.
+                together = self.trees.config.prompts if self.trees is not None else 1
+                while len(indices) < together and self._room(len(indices)):
+                    indices.append(self.redo.pop(0) if self.redo else self._next())
+                job = asyncio.create_task(self._groups(indices), name=f"group-{indices[0]}")
+                for index in indices:
+                    self._in_flight[index] = job
         finally:
             await self.stop()
 
@@ -140,15 +146,17 @@ class RolloutManager:
         return index
 
     def _can_dispatch(self) -> bool:
-        if self._errors:
-            return True
-        room = len(self._in_flight) < self.max_in_flight
+        return bool(self._errors) or self._room(0)
+
+    def _room(self, pending: int) -> bool:
+        """Whether one more group may start, with `pending` about to start already."""
+        room = len(self._in_flight) + pending < self.max_in_flight
         # groups that came back empty do not count: fresh ones take their place
         return room and (bool(self.redo) or self.cursor < self.limit() + len(self.stats.empty_groups))
 
     async def stop(self) -> None:
         """Cancel the groups in flight (their indices can be run again on resume)."""
-        tasks = list(self._in_flight.values())
+        tasks = list(set(self._in_flight.values()))  # one task may run several groups
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -176,49 +184,64 @@ class RolloutManager:
         return traj
 
     async def _group(self, index: int) -> None:
+        await self._groups([index])
+
+    async def _groups(self, indices: list[int]) -> None:
+        """Run the groups of `indices` (several only for trees grown under one budget), then
+        store and buffer each."""
         try:
-            task = self.task_at(index)
+            tasks = [self.task_at(i) for i in indices]
             if self.trees is not None:
-                result = await self.trees.run(task, group_id=f"group-{index}")
-                trajs = [t for t in result.leaves if t.truncation not in INFRA_FAILURES]
-                for t in trajs:
-                    t.metrics["task_index"] = float(index)
+                results = await self.trees.run_many(tasks, [f"group-{i}" for i in indices])
+                groups = []
+                for index, result in zip(indices, results, strict=True):
+                    trajs = [t for t in result.leaves if t.truncation not in INFRA_FAILURES]
+                    for t in trajs:
+                        t.metrics["task_index"] = float(index)
+                    groups.append(trajs)
             else:
-                results = await asyncio.gather(*(self._episode(index, task) for _ in range(self.group_size)))
-                trajs = [t for t in results if t is not None]
-            self.stats.episodes_done += len(trajs)
-            if not trajs:
-                self.stats.empty_groups.append(index)
-                self._failed_in_a_row += 1
-                if self._failed_in_a_row >= self.max_failed_groups:
-                    raise RolloutError(
-                        f"{self._failed_in_a_row} groups in a row had no episode that ran: "
-                        f"the engine or env keeps failing (last: {self._last_failure or 'unknown'})"
-                    )
-                return
-            self._failed_in_a_row = 0
-            group = Group(index, trajs)
-            # Once its file is being written, the group must reach the buffer even if the run
-            # stops now (the thread finishes the write regardless of a cancel): a stored group
-            # that no checkpoint accounts for would be lost at resume.
-            write = asyncio.ensure_future(asyncio.to_thread(self.store.put, index, trajs))
-            try:
-                await asyncio.shield(write)
-                await self.buffer.put(group)  # no await after its append: cancelled means not queued
-            except asyncio.CancelledError:
-                await write
-                self.buffer.put_nowait(group)  # past capacity once, at shutdown only
-                raise
-            self.stats.groups_done += 1
+                (index,), (task,) = indices, tasks
+                episodes = await asyncio.gather(*(self._episode(index, task) for _ in range(self.group_size)))
+                groups = [[t for t in episodes if t is not None]]
+            for index, trajs in zip(indices, groups, strict=True):
+                await self._deliver(index, trajs)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # a bug, not a model failure: stop the run loudly
-            log.exception("group %d failed", index)
+            log.exception("group %s failed", indices)
             self._errors.append(e)
         finally:
-            self._in_flight.pop(index, None)
+            for index in indices:
+                self._in_flight.pop(index, None)
             async with self._wake:
                 self._wake.notify_all()
+
+    async def _deliver(self, index: int, trajs: list[Trajectory]) -> None:
+        """Store a finished group and put it in the buffer (an empty one is counted instead)."""
+        self.stats.episodes_done += len(trajs)
+        if not trajs:
+            self.stats.empty_groups.append(index)
+            self._failed_in_a_row += 1
+            if self._failed_in_a_row >= self.max_failed_groups:
+                raise RolloutError(
+                    f"{self._failed_in_a_row} groups in a row had no episode that ran: "
+                    f"the engine or env keeps failing (last: {self._last_failure or 'unknown'})"
+                )
+            return
+        self._failed_in_a_row = 0
+        group = Group(index, trajs)
+        # Once its file is being written, the group must reach the buffer even if the run
+        # stops now (the thread finishes the write regardless of a cancel): a stored group
+        # that no checkpoint accounts for would be lost at resume.
+        write = asyncio.ensure_future(asyncio.to_thread(self.store.put, index, trajs))
+        try:
+            await asyncio.shield(write)
+            await self.buffer.put(group)  # no await after its append: cancelled means not queued
+        except asyncio.CancelledError:
+            await write
+            self.buffer.put_nowait(group)  # past capacity once, at shutdown only
+            raise
+        self.stats.groups_done += 1
 
     async def close(self) -> None:
         await self.stop()

@@ -172,3 +172,44 @@ def test_token_forks_go_where_the_entropy_is_highest():
     assert uncertain_token(turn, TreeConfig(token_entropy_threshold=5.0)) is None  # sure throughout
     bare = Turn([5, 6, 7, 8], [-0.1, -0.2, -4.0, -0.1])  # an engine without entropies
     assert uncertain_token(bare, TreeConfig()) == 2
+
+
+def test_a_budget_across_prompts_goes_to_the_prompt_with_mixed_outcomes():
+    """TRACE: one round's branches over two trees, one whose roots disagree (1, 0) and one
+    whose roots agree (1, 1): the mixed prompt's start scores p(1-p) = 1/4 on top of the
+    exploration bonus and takes the first branches; the agreeing prompt gets only what its
+    bonus wins it (none at all without one)."""
+    from types import SimpleNamespace
+
+    from arborl.agents import Turn
+    from arborl.agents.trajectory import TrajectoryTree
+    from arborl.agents.tree import _Growing
+
+    def grown(outcomes):
+        tree = TrajectoryTree(prompt_ids=[1])
+        snaps = {-1: SimpleNamespace(done=False)}
+        for reward in outcomes:
+            first = tree.add(Turn([5], [-0.1]))
+            leaf = tree.add(Turn([6], [-0.1]), first)
+            tree.nodes[leaf].outcome_reward, tree.nodes[leaf].terminal = reward, True
+            snaps[first] = SimpleNamespace(done=False)
+        return _Growing({"id": "t"}, tree, snaps)
+
+    mixed, sure = grown([1.0, 0.0]), grown([1.0, 1.0])
+    trees = TreeRollout(None, None, TreeConfig(branches=2, branch_at="turn"))  # type: ignore[arg-type]
+    picked = trees._pick([sure, mixed], want=2)
+    assert [(g, q.node) for g, q in picked] == [(mixed, -1)]
+    greedy = TreeRollout(None, None, TreeConfig(branches=1, branch_at="turn", explore=0.0))  # type: ignore[arg-type]
+    scores = {
+        id(g): [q.score for h, q in greedy._pick([sure, mixed], want=10) if h is g] for g in (sure, mixed)
+    }
+    assert max(scores[id(sure)]) == 0.0 and max(scores[id(mixed)]) == 0.25
+    assert trees._pick([sure], want=2)  # a tree alone still branches (its bonus)
+
+
+async def test_run_many_grows_every_tree_within_one_budget(engine, tok):
+    agent = agent_for(engine, tok, max_turns=4, max_new_tokens=6)
+    trees = TreeRollout(agent, Countdown, TreeConfig(leaves=3, roots=1, branch_at="turn"))
+    results = await trees.run_many([{"id": "a", "start": 2}, {"id": "b", "start": 3}], ["ga", "gb"], budget=7)
+    assert sum(len(r.leaves) for r in results) == 7 and all(len(r.leaves) >= 1 for r in results)
+    assert [{leaf.group_id for leaf in r.leaves} for r in results] == [{"ga"}, {"gb"}]

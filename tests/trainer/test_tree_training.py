@@ -44,8 +44,9 @@ def logprob_sums(model, trajs: list[Trajectory]) -> torch.Tensor:
     return torch.tensor(out)
 
 
-@pytest.mark.parametrize("estimator", ["tree", "gigpo"])
-def test_tree_rollouts_train_end_to_end(tmp_path, estimator):
+@pytest.mark.parametrize(("estimator", "prompts"), [("tree", 1), ("gigpo", 1), ("tree", 2)])
+def test_tree_rollouts_train_end_to_end(tmp_path, estimator, prompts):
+    """prompts=2: two trees at a time share a budget of 8 leaves (TRACE)."""
     register_env("test/Parity-v0", Parity, force=True)
     run = tmp_path / estimator
     cfg = TrainConfig.model_validate(
@@ -62,7 +63,7 @@ def test_tree_rollouts_train_end_to_end(tmp_path, estimator):
                 "max_turns": 2,
                 "max_new_tokens": 8,
                 "temperature": 1.0,
-                "tree": {"leaves": 4, "roots": 2, "branches": 2, "branch_at": "turn"},
+                "tree": {"leaves": 4, "roots": 2, "branches": 2, "branch_at": "turn", "prompts": prompts},
             },
             "algorithm": {"estimator": estimator},  # uniform trees are dropped: every trained tree is mixed
             "learner": {"lr": 2e-3, "micro_batch_size": 8},
@@ -81,6 +82,12 @@ def test_tree_rollouts_train_end_to_end(tmp_path, estimator):
     ]
     mixed = [t for t in leaves if len({u.outcome_reward for u in leaves if u.group_id == t.group_id}) == 2]
     assert mixed and all(len(t.turns) == 2 for t in mixed)
+    if prompts == 2:  # each pair of trees shares 8 leaves, however they were split
+        sizes = {
+            i: len(read_trajectories(run / "trajectories" / f"group-{i:06d}.parquet")) for i in state.trained
+        }
+        pairs = {i // 2 for i in sizes if i ^ 1 in sizes}
+        assert pairs and all(sizes[2 * k] + sizes[2 * k + 1] == 8 for k in pairs), sizes
     assert any(
         len({tuple(t.tree_path[:1]) for t in mixed if t.group_id == g}) < 4
         for g in {t.group_id for t in mixed}
