@@ -14,8 +14,12 @@ reset and given back when the episode ends, the env closes, or anything fails: a
 error becomes an error observation and a truncated episode, never an exception.
 
 Every step's `info` carries `turn`, `task_id`, `state_hash` (a stable hash of the env
-state, for step-level credit grouping), `tool_calls` (name, ok, error, duration of each)
-and `timing` (`step_s`, `sandbox_s` spent waiting on the sandbox, `overhead_s` the rest).
+state after the step), `tool_calls` (name, ok, error, duration of each) and `timing`
+(`step_s`, `sandbox_s` spent waiting on the sandbox, `overhead_s` the rest). Reset's `info`
+carries `state_hash` too: the state the first turn is taken from. The agent records, per
+turn, the hash of the state the turn started from (reset's, then the previous step's) as
+GiGPO's anchor state, so `state_hash` must depend on the env state only (not on the episode,
+the sandbox or the time): two resets on one task must give one hash.
 """
 
 from __future__ import annotations
