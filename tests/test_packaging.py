@@ -76,6 +76,7 @@ def test_wheel_holds_only_the_arborl_namespace(tmp_path):
         "cli/conf/image/gui.yaml",
         "trainer/verl/arborl_ppo.yaml",
         "trainer/verl/agent_loops.yaml",
+        "trainer/verl/platform/cpu.yaml",
     ):
         assert f"arborl/{data}" in names
     assert "arborl/__init__.py" not in names  # a namespace: other arborl-* wheels can extend it
