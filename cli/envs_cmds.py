@@ -1,10 +1,12 @@
-"""`arborl envs list`: the environments registered through arborl, built-in and user-made."""
+"""`arborl envs list`: the environments registered through arborl, built-in and user-made;
+`arborl envs serve ID`: one of them over OpenEnv's protocol (envs/openenv_server.py)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import inspect
+import json
 import sys
 from typing import Any
 
@@ -41,6 +43,21 @@ def cmd_envs_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_envs_serve(args: argparse.Namespace) -> int:
+    for module in args.imports:
+        importlib.import_module(module)
+    try:
+        from arborl.envs.openenv_server import serve
+    except ImportError as e:
+        print(f"arborl envs serve: needs openenv-core: pip install -e '.[ecosystem]' ({e})", file=sys.stderr)
+        return 2
+    kwargs = json.loads(args.env_kwargs) if args.env_kwargs else {}
+    print(f"serving {args.env_id} over OpenEnv on http://{args.host}:{args.port} (ws /ws)", flush=True)
+    serve(args.env_id, host=args.host, port=args.port, suite=args.suite, env_kwargs=kwargs,
+          max_sessions=args.max_sessions)  # fmt: skip
+    return 0
+
+
 def register(sub: Any) -> None:
     sp = sub.add_parser(
         "envs", help="list the registered environments", description="Environments registered through arborl."
@@ -62,3 +79,20 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--describe", action="store_true", help="also print each env's one-line summary")
     p.set_defaults(fn=cmd_envs_list)
+    s = inner.add_parser(
+        "serve",
+        help="serve a registered env over OpenEnv's HTTP/WebSocket protocol",
+        description="Serve a registered env over OpenEnv's protocol (reset/step/state, /ws sessions), "
+        "so OpenEnv clients and the trainers that use them can run it.",
+    )
+    s.add_argument("env_id", help="a registered id, e.g. arborl/Tool-v0")
+    s.add_argument("--suite", help="the suite whose task ids reset(task=ID) takes, e.g. tool-mini")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--max-sessions", type=int, default=4, help="concurrent sessions (one env each)")
+    s.add_argument(
+        "--env-kwargs", help='JSON keyword arguments for gymnasium.make, e.g. \'{"backend": "local"}\''
+    )
+    s.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (one that registers your env); repeatable")  # fmt: skip
+    s.set_defaults(fn=cmd_envs_serve)

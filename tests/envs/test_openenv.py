@@ -1,0 +1,112 @@
+"""OpenEnv both ways, through docs/envs.md's worked examples run as written: an OpenEnv server
+(OpenEnv's own `openenv init` echo template) driven as an arborl env, and an arborl env served
+by `arborl envs serve` driven by OpenEnv's `GenericEnvClient`. Everything on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openenv.core", reason="OpenEnv is in the `ecosystem` extra")
+pytestmark = pytest.mark.slow
+
+DOCS = Path(__file__).parents[2] / "docs" / "envs.md"
+BIN = str(Path(sys.executable).parent)
+
+
+def block(marker: str) -> str:
+    """The fenced block right after `<!-- example: marker -->` in docs/envs.md."""
+    m = re.search(rf"<!-- example: {marker} -->\n```\w+\n(.*?)```", DOCS.read_text(), re.DOTALL)
+    assert m, f"docs/envs.md has no {marker} example"
+    return m.group(1)
+
+
+def port_of(script: str) -> int:
+    return int(re.search(r"--port (\d+)", script).group(1))
+
+
+class Server:
+    """A docs bash block run in the background (its own process group), until /health answers."""
+
+    def __init__(self, script: str, cwd: Path) -> None:
+        self.port = port_of(script)
+        self.log = cwd / "server.log"
+        env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                ["bash", "-ec", script], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+
+    def wait(self, timeout_s: float = 240.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            time.sleep(0.5)
+        raise AssertionError(f"no server on port {self.port}: {self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def run_python(code: str, cwd: Path) -> str:
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res.stdout
+
+
+def test_use_an_openenv_server_as_an_arborl_env(tmp_path):
+    server = Server(block("use-openenv-server"), tmp_path)
+    try:
+        server.wait()
+        out = run_python(block("use-openenv-python"), tmp_path).splitlines()
+        assert out == ["Echo Env environment ready!", "hello 0.5"]
+    finally:
+        server.stop()
+
+
+def test_serve_an_arborl_env_to_an_openenv_client(tmp_path, local_backend):
+    server = Server(block("serve-arborl-server"), tmp_path)
+    try:
+        server.wait()
+        out = run_python(block("serve-arborl-python"), tmp_path).splitlines()
+        assert out == ["What is 73 + 86?", "159", "1.0 True"]
+    finally:
+        server.stop()
+
+
+def test_adapter_maps_replies_and_observations():
+    from arborl.envs.base import TaskError
+    from arborl.envs.openenv_client import OpenEnvEnv
+
+    with pytest.raises(ValueError, match="exactly one"):
+        OpenEnvEnv()
+    env = OpenEnvEnv(base_url="http://127.0.0.1:9")
+    assert env._action('I will move: {"x": 1} then {"x": 2, "y": [3]}') == {"x": 2, "y": [3]}
+    with pytest.raises(TaskError):
+        env._action("no json here")
+    assert env._message({"b": 1, "a": "z"}) == '{"a": "z", "b": 1}'
+    env.observation_field = "a"
+    assert env._message({"b": 1, "a": "z"}) == "z"
