@@ -40,12 +40,12 @@ MINIWOB_HOST = "miniwob.test"
 NEEDS_POINTER: dict[str, str] = {
     **{n: "drag and drop" for n in (
         "drag-box", "drag-circle", "drag-cube", "drag-items", "drag-items-grid", "drag-shapes",
-        "drag-shapes-2", "drag-single-shape", "drag-sort-numbers", "click-checkboxes-transfer",
+        "drag-shapes-2", "drag-single-shape", "drag-sort-numbers", "resize-textarea",
     )},
     **{n: "drawing or clicking at coordinates on a canvas/SVG" for n in (
         "bisect-angle", "chase-circle", "circle-center", "draw-circle", "draw-line",
         "find-midpoint", "right-angle", "click-pie", "click-pie-nodelay", "grid-coordinate",
-        "use-colorwheel", "use-colorwheel-2", "moving-items", "resize-textarea",
+        "use-colorwheel", "use-colorwheel-2",
     )},
     **{n: "a slider handle dragged by the mouse" for n in ("use-slider", "use-slider-2")},
     **{n: "text selected with the mouse" for n in ("highlight-text", "highlight-text-2")},
