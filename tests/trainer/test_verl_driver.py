@@ -63,19 +63,14 @@ def test_run_verl_runs_verls_run_ppo_as_verls_main_does(monkeypatch, tmp_path, e
 
     monkeypatch.setattr("verl.trainer.main_ppo.run_ppo", run_ppo)
     monkeypatch.setattr(verl_cpu, "vllm_metadata_dir", lambda root=None: tmp_path)
-    verl_main.run_verl(
-        [
-            "actor_rollout_ref.model.path=/m",
-            "data.train_batch_size=2",
-            "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-        ],
-        cpu=True,
-    )
+    verl_main.run_verl(["actor_rollout_ref.model.path=/m"], cpu=True)  # the CPU preset alone validates
     from arborl.trainer.verl_driver import ArborlTaskRunner, ArborlTaskRunnerActor
 
     assert seen["runner"] is ArborlTaskRunnerActor
     assert ArborlTaskRunnerActor.__ray_metadata__.modified_class.__ray_actor_class__ is ArborlTaskRunner
     assert seen["config"].trainer.device == "cpu"  # auto_set_device ran (and validate_config passed)
+    verl_main.run_verl(["actor_rollout_ref.model.path=/m"])  # so do arborl_ppo.yaml's GPU defaults
+    assert seen["config"].trainer.n_gpus_per_node == 8
     with pytest.raises(ValueError, match="use_v1"):
         verl_main.run_verl(["actor_rollout_ref.model.path=/m", "trainer.use_v1=true"])
 
