@@ -73,6 +73,7 @@ class OpenEnvEnv(TextEnv):
         system_prompt: str | None = None,
         start_timeout_s: float = 60.0,
         message_timeout_s: float = 60.0,
+        docker_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         """
@@ -84,6 +85,8 @@ class OpenEnvEnv(TextEnv):
             system_prompt: a system message before the first observation.
             start_timeout_s: how long the container may take to answer /health.
             message_timeout_s: how long one reset/step may take on the server.
+            docker_options: more keyword arguments of docker's `containers.run` (volumes,
+                environment, mem_limit, network, ...) for the `image` container.
         """
         super().__init__(**kwargs)
         if (base_url is None) == (image is None):
@@ -95,6 +98,7 @@ class OpenEnvEnv(TextEnv):
         self.system_prompt = system_prompt
         self.start_timeout_s = start_timeout_s
         self.message_timeout_s = message_timeout_s
+        self.docker_options = dict(docker_options or {})
         self.container: Any = None
         self._client: Any = None
         self.last_observation: dict[str, Any] = {}
@@ -129,7 +133,11 @@ class OpenEnvEnv(TextEnv):
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         self.container = engine.containers.run(
-            self.image, detach=True, labels={LABEL: "1"}, ports={"8000/tcp": ("127.0.0.1", port)}
+            self.image,
+            detach=True,
+            labels={LABEL: "1"},
+            ports={"8000/tcp": ("127.0.0.1", port)},
+            **self.docker_options,
         )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + self.start_timeout_s

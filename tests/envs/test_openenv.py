@@ -110,3 +110,44 @@ def test_adapter_maps_replies_and_observations():
     assert env._message({"b": 1, "a": "z"}) == '{"a": "z", "b": 1}'
     env.observation_field = "a"
     assert env._message({"b": 1, "a": "z"}) == "z"
+
+
+@pytest.mark.docker
+def test_an_openenv_docker_image_as_an_arborl_env(tmp_path, docker_backend):
+    """An image that serves OpenEnv (OpenEnv's echo template on arborl/base; its Python packages
+    mounted from this venv, as the machine has no registry): started, health-checked, driven
+    and removed by the env, with nothing left behind."""
+    import sysconfig
+
+    import docker
+    import gymnasium
+
+    from arborl.envs.openenv_client import LABEL, OpenEnvEnv
+
+    subprocess.run([f"{BIN}/openenv", "init", "echo_env"], cwd=tmp_path, check=True, capture_output=True)
+    (tmp_path / "Dockerfile").write_text(
+        "FROM arborl/base:latest\nCOPY echo_env /srv/echo_env\nWORKDIR /srv/echo_env\nENV PYTHONPATH=/deps\n"
+        'CMD ["python3", "-m", "uvicorn", "server.app:app", "--host", "0.0.0.0", "--port", "8000"]\n'
+    )
+    engine = docker.from_env()
+    tag = "arborl-test/openenv-echo:latest"
+    engine.images.build(path=str(tmp_path), tag=tag, rm=True)
+    deps = {sysconfig.get_paths()["purelib"]: {"bind": "/deps", "mode": "ro"}}
+    env = OpenEnvEnv(
+        image=tag, action_field="message", observation_field="echoed_message",
+        start_timeout_s=300, docker_options={"volumes": deps},
+    )  # fmt: skip
+    try:
+        assert isinstance(env, gymnasium.Env)
+        obs, _ = env.reset()
+        assert obs[-1]["content"] == "Echo Env environment ready!"
+        assert len(engine.containers.list(filters={"label": LABEL})) >= 1
+        obs, reward, terminated, _, info = env.step("hi")
+        assert obs[-1]["content"] == "hi" and reward == pytest.approx(0.2) and not terminated
+        assert info["openenv"]["observation"]["message_length"] == 2
+        ran = env.container.id
+    finally:
+        env.close()
+        engine.images.remove(tag, force=True)
+    assert env.container is None
+    assert ran not in [c.id for c in engine.containers.list(all=True)]
