@@ -5,7 +5,7 @@ The layer recipes are `arborl.tasks.swebench.images`; this module builds them wi
 exists is not rebuilt, and instances of one repository and version share their environment
 layer). Repositories come from git bundles or checkouts found in `repos_dirs`
 (`<owner>__<name>.bundle`, a bare mirror `<owner>__<name>.git`, or a checkout
-`<owner>__<name>/.git`), then from the swe-mini bundles.
+`<owner>__<name>/.git`), then from the built-in suites' bundles (swe-mini, swe-real).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from arborl.sandboxes import DEFAULT_IMAGE, DockerBackend, SandboxBackend
 from arborl.sandboxes.images import build_layer
-from arborl.tasks import Task, swe_mini
+from arborl.tasks import Task, swe_mini, swe_real
 from arborl.tasks.swebench import Layer, LayerBuilder, build_instance_image, swe_parts, to_code_task
 from arborl.tasks.swebench.repos import RepositoryNotFound, find_repository
 from arborl.tasks.swebench.wheels import WheelFetchError, fetch_wheels
@@ -33,13 +33,15 @@ __all__ = [
 ]
 
 REPOSITORY = "arborl/swe"
+#: Where the built-in SWE suites keep their repositories (searched after `swe.repos_dir`).
+BUILTIN_REPOS = (swe_mini.REPOS, swe_real.REPOS)
 
 
 def find_bundle(repo: str, repos_dirs: Sequence[str | Path] = ()) -> bytes:
     """The git bundle of `repo` ('owner/name') from a .bundle file, a bare mirror or a checkout
-    in `repos_dirs` (see `arborl.tasks.swebench.repos`), then the swe-mini bundles."""
+    in `repos_dirs` (see `arborl.tasks.swebench.repos`), then the built-in suites' bundles."""
     try:
-        return find_repository(repo, [*repos_dirs, swe_mini.REPOS]).bundle()
+        return find_repository(repo, [*repos_dirs, *BUILTIN_REPOS]).bundle()
     except RepositoryNotFound as e:
         raise RepositoryNotFound(f"{e} (set swe.repos_dir)") from None
 

@@ -54,7 +54,7 @@ def test_the_suite_covers_real_repositories_layouts_runners_and_dependencies():
 
 def run_eval(tmp_path, *args):
     return subprocess.run(
-        [*CMD, "eval", "suite=swe-real", "sandbox=docker", "swe.images=off", "report=false", *args],
+        [*CMD, "eval", "suite=swe-real", "sandbox=docker", "report=false", *args],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -72,10 +72,18 @@ def few() -> list[str]:
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("agent,resolved", [("gold", True), ("empty", False)])
-def test_one_instance_per_repository_gold_resolves_empty_does_not(docker_backend, tmp_path, agent, resolved):
+@pytest.mark.parametrize(
+    "agent,images,resolved",
+    # auto: instance images (bundle -> environment layer with wheels -> checkout); off: portable
+    [("gold", "auto", True), ("gold", "off", True), ("empty", "off", False)],
+)
+def test_one_instance_per_repository_gold_resolves_empty_does_not(
+    docker_backend, tmp_path, agent, images, resolved
+):
     ids = few()
-    res = run_eval(tmp_path, f"agent={agent}", f"tasks=[{','.join(ids)}]", "run.dir=run")
+    res = run_eval(
+        tmp_path, f"agent={agent}", f"swe.images={images}", f"tasks=[{','.join(ids)}]", "run.dir=run"
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     s = json.loads((tmp_path / "run/summary.json").read_text())
     assert s["samples"] == len(ids) and s["resolved"] == (len(ids) if resolved else 0), s
