@@ -207,3 +207,27 @@ def test_osworld_jsons_as_a_suite_and_a_broken_setup_is_an_environment_error(gui
     assert s["samples"] == 2 and s["resolved"] == 0 and s["env_errors"] == 1, s
     why = (tmp_path / "run/instances/needs-a-missing-program/sample-0/error.txt").read_text()
     assert "could not run (exit 127)" in why
+
+
+@pytest.mark.docker
+def test_a_user_file_on_instance_images_from_a_bare_mirror(docker_backend, tmp_path):
+    inst = rows(1)[0]
+    slug = inst["repo"].replace("/", "__")
+    mirrors = tmp_path / "mirrors"
+    subprocess.run(
+        ["git", "clone", "-q", "--mirror", str(REPOS / f"{slug}.bundle"), str(mirrors / f"{slug}.git")],
+        check=True,
+    )
+    (tmp_path / "one.jsonl").write_text(json.dumps(inst) + "\n")
+    res = arborl(
+        "eval",
+        "suite=one.jsonl",
+        f"swe.repos_dir=[{mirrors}]",
+        "swe.images=auto",
+        "sandbox=docker",
+        "agent=gold",
+        "run.dir=run",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads((tmp_path / "run/summary.json").read_text())["resolved"] == 1
