@@ -46,7 +46,7 @@ START = """([seed, ms]) => {
 }"""
 READY = "() => typeof WOB_TASK_READY === 'undefined' ? true : WOB_TASK_READY"
 STATUS = """() => ({done: WOB_DONE_GLOBAL, raw: WOB_RAW_REWARD_GLOBAL, reward: WOB_REWARD_GLOBAL,
-  reason: WOB_REWARD_REASON === null ? null : String(WOB_REWARD_REASON)})"""
+  reason: WOB_REWARD_REASON == null ? null : String(WOB_REWARD_REASON)})"""
 UTTERANCE = "() => core.getUtterance()"
 
 SYSTEM_PROMPT = (

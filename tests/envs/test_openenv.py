@@ -151,3 +151,28 @@ def test_an_openenv_docker_image_as_an_arborl_env(tmp_path, docker_backend):
         engine.images.remove(tag, force=True)
     assert env.container is None
     assert ran not in [c.id for c in engine.containers.list(all=True)]
+
+
+@pytest.mark.browser
+def test_serve_the_miniwob_env_over_openenv(tmp_path, web_chromium, local_backend):
+    """A web env over OpenEnv: a MiniWoB page solved through the client, scored by the page."""
+    from openenv.core.generic_client import GenericEnvClient
+
+    script = (
+        "arborl envs serve arborl/MiniWoB-v0 --suite web-miniwob --port 18733 "
+        """--env-kwargs '{"backend": "local"}'"""
+    )
+    server = Server(script, tmp_path)
+    try:
+        server.wait()
+        with GenericEnvClient(base_url="http://127.0.0.1:18733").sync() as env:
+            first = env.reset(task="miniwob/click-test-s0")
+            page = first.observation["messages"][-1]["content"]
+            assert page.startswith("Task: Click the button.")
+            ref = re.search(r'button "Click Me!" \[ref=(e\d+)\]', page).group(1)
+            result = env.step({"text": f"click({ref})"})
+            assert result.reward == 1.0 and result.done
+            assert result.observation["info"]["miniwob"]["raw"] == 1
+            assert env.state()["task_id"] == "miniwob/click-test-s0"
+    finally:
+        server.stop()
