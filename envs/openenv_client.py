@@ -198,8 +198,15 @@ class OpenEnvEnv(TextEnv):
         return last
 
     async def on_reset(self, task: OpenEnvTask) -> list[dict[str, str]]:
-        client = await self._connect()
-        result = await client.reset(**task.reset)
+        try:
+            result = await (await self._connect()).reset(**task.reset)
+        except OpenEnvError:
+            raise
+        except Exception:  # a session that went away (server restarted, idle timeout): once more
+            client, self._client = self._client, None
+            with contextlib.suppress(Exception):
+                await client.close()
+            result = await (await self._connect()).reset(**task.reset)
         self.last_observation = dict(result.observation or {})
         text = self._message(self.last_observation)
         if task.instruction:

@@ -68,7 +68,7 @@ def _jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=lambda o: f"<{type(o).__name__}>"))
 
 
-class ArborlOpenEnv(Environment):  # type: ignore[type-arg]
+class ArborlOpenEnv(Environment):
     """A registered arborl env as an OpenEnv `Environment` (one per session)."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
@@ -100,7 +100,7 @@ class ArborlOpenEnv(Environment):  # type: ignore[type-arg]
             return self.suite.tasks()[0]
         return task
 
-    def reset(  # type: ignore[override]
+    def reset(
         self, seed: int | None = None, episode_id: str | None = None, task: Any = None, **kwargs: Any
     ) -> ArborlObservation:
         task = self._task(task)
@@ -112,9 +112,7 @@ class ArborlOpenEnv(Environment):  # type: ignore[type-arg]
             messages=[dict(m) for m in observation_messages(obs)], info=_jsonable(info), reward=None
         )
 
-    def step(  # type: ignore[override]
-        self, action: ArborlAction, timeout_s: float | None = None, **kwargs: Any
-    ) -> ArborlObservation:
+    def step(self, action: ArborlAction, timeout_s: float | None = None, **kwargs: Any) -> ArborlObservation:
         obs, reward, terminated, truncated, info = self.env.step(action.text)
         self._state.step_count += 1
         return ArborlObservation(
@@ -128,7 +126,7 @@ class ArborlOpenEnv(Environment):  # type: ignore[type-arg]
     @property
     def state(self) -> State:
         state = self._state.model_copy()
-        state.active = bool(getattr(self.env.unwrapped, "active", False))  # type: ignore[attr-defined]
+        state.active = bool(getattr(self.env.unwrapped, "active", False))
         return state
 
     def get_metadata(self) -> EnvironmentMetadata:

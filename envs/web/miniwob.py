@@ -61,7 +61,7 @@ SYSTEM_PROMPT = (
 class MiniWoBEnv(WebEnv):
     """MiniWoB++ pages served from the installed package, scored by their own JavaScript."""
 
-    task_type: ClassVar[type[MiniWoBTask]] = MiniWoBTask  # type: ignore[assignment]
+    task_type: ClassVar[type[MiniWoBTask]] = MiniWoBTask
     default_task: ClassVar[Any] = MiniWoBTask(id="miniwob/click-test", name="click-test")
 
     def __init__(self, *, viewport: tuple[int, int] = (500, 400), **kwargs: Any) -> None:
@@ -96,8 +96,8 @@ class MiniWoBEnv(WebEnv):
         kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         await route.fulfill(status=200, body=await asyncio.to_thread(path.read_bytes), content_type=kind)
 
-    async def on_reset(self, task: MiniWoBTask) -> list[dict[str, str]]:  # type: ignore[override]
-        await super().on_reset(task)  # type: ignore[arg-type]
+    async def on_reset(self, task: MiniWoBTask) -> list[dict[str, str]]:
+        await super().on_reset(task)
         page = self._page
         assert page is not None
         try:
