@@ -41,7 +41,7 @@ def check_moved_jpgs(result: Any, rules: Mapping[str, Any]) -> float:
     """A `list_directory` tree whose top level holds exactly the expected file names."""
     if not isinstance(result, Mapping):
         return 0.0
-    names = [c.get("name") for c in result.get("children") or [] if isinstance(c, Mapping)]
+    names = [str(c.get("name")) for c in result.get("children") or [] if isinstance(c, Mapping)]
     return float(sorted(names) == sorted(rules["expected"]))
 
 

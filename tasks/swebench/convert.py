@@ -114,6 +114,7 @@ def _text_and_staged(
 ) -> tuple[dict[str, str], tuple[str, ...]]:
     """Text files as they are; binary files, symlinks and executable bits through a staging
     directory that one setup command unpacks (a sandbox spec carries text files only)."""
+    raw: dict[str, str | bytes]
     if isinstance(repo_files, RepoFiles):
         raw, executable, symlinks = (
             dict(repo_files.files),
@@ -170,16 +171,15 @@ def to_code_task(
             raise ValueError(
                 f"{instance.instance_id}: the repository has arborl's reserved paths {clash[:3]}"
             )
-        staged: dict[str, str | bytes] | RepoFiles = repo_files
+        staged: Mapping[str, str | bytes] | RepoFiles = repo_files
         install_wheels: tuple[str, ...] = ()
         if env.pip and wheels:
-            raw = repo_files.files if isinstance(repo_files, RepoFiles) else repo_files
-            extra = {f"{WHEEL_DIR}/{name}": data for name, data in wheels.items()}
-            extra[f"{WHEEL_DIR}/unpack.py"] = UNPACK_WHEELS
+            extra: dict[str, bytes] = {f"{WHEEL_DIR}/{name}": data for name, data in wheels.items()}
+            extra[f"{WHEEL_DIR}/unpack.py"] = UNPACK_WHEELS.encode()
             if isinstance(repo_files, RepoFiles):
-                staged = RepoFiles({**raw, **extra}, repo_files.executable, repo_files.symlinks)  # type: ignore[dict-item]
+                staged = RepoFiles({**repo_files.files, **extra}, repo_files.executable, repo_files.symlinks)
             else:
-                staged = {**raw, **extra}
+                staged = {**repo_files, **extra}
             install_wheels = (f"python3 {WHEEL_DIR}/unpack.py {WHEEL_DIR} && rm -rf {WHEEL_DIR}",)
         files, unstage = _text_and_staged(staged)
         files.update({f"{STAGE_DIR}/{p}": text for p, text in env.files.items()})

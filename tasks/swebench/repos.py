@@ -93,26 +93,26 @@ class RepoSource:
         """Every file of `commit`, as bytes (binary files included)."""
         git_dir = self.git_dir()
         listing = _git(git_dir, "ls-tree", "-r", "-z", "--full-tree", commit)
-        entries = []
+        entries: list[tuple[str, bytes, str]] = []
         for item in listing.split(b"\0"):
             if not item:
                 continue
-            meta, _, path = item.partition(b"\t")
+            meta, _, raw_path = item.partition(b"\t")
             mode, kind, sha = meta.split()
             if kind == b"blob":
-                entries.append((mode.decode(), sha, path.decode("utf-8", errors="surrogateescape")))
+                entries.append((mode.decode(), sha, raw_path.decode("utf-8", errors="surrogateescape")))
         if not entries:
             return RepoFiles({})
         batch = _git(git_dir, "cat-file", "--batch", input=b"".join(sha + b"\n" for _, sha, _ in entries))
         files: dict[str, bytes] = {}
         symlinks: dict[str, str] = {}
         at = 0
-        for mode, _sha, path in entries:
+        for file_mode, _sha, path in entries:
             header_end = batch.index(b"\n", at)
             size = int(batch[at:header_end].split()[2])
             data = batch[header_end + 1 : header_end + 1 + size]
             at = header_end + 1 + size + 1  # the content is followed by a newline
-            if mode == "120000":
+            if file_mode == "120000":
                 symlinks[path] = data.decode("utf-8", errors="surrogateescape")
             else:
                 files[path] = data
