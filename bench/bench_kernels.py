@@ -1,7 +1,8 @@
-"""Kernel benchmarks: the fused LM-head log-prob + entropy against materialised logits, and the
-numba credit kernels against plain Python.
+"""Kernel benchmarks: the fused LM-head log-prob + entropy against materialised logits and
+against verl's own kernels (its chunked torch FusedLinearForPPO; on GPUs also its Triton
+linear_cross_entropy), and the numba credit kernels against plain Python.
 
-    python bench/bench_kernels.py [--quick] [--rounds R] [--only logprob,credit,gpu]
+    python bench/bench_kernels.py [--quick] [--rounds R] [--only logprob,credit,gpu] [--shapes N,d,V;...]
 
 Prints Markdown tables and writes them to bench/results/kernels.md. The machine is shared
 and noisy, so every number that matters is a ratio against a baseline measured in the same
@@ -56,6 +57,7 @@ def worker(spec: dict) -> dict:
     fns: dict[str, Callable] = {
         "materialised": lambda h, w, t: materialized_logprob_entropy(h, w, t, 1.0),
         "fused": lambda h, w, t: fused_logprob_entropy(h, w, t, 1.0, backend="torch"),
+        "verl": _verl_fused_torch(),
     }
     fn = fns[spec["variant"]]
     n, d, v = spec["n"], spec["d"], spec["v"]
@@ -89,6 +91,18 @@ def worker(spec: dict) -> dict:
         fn(hidden, weight, targets)
         fwd = time.perf_counter() - start
     return {"peak_bytes": peak * 1024, "fwd_bwd_s": fwd_bwd, "fwd_s": fwd}
+
+
+def _verl_fused_torch() -> Callable:
+    """verl's own chunked torch kernel (``FusedLinearForPPO``, the peer of arborl's fused one):
+    the same (log-probs, entropy) of ``hidden @ weight.T`` at temperature 1."""
+
+    def run(hidden, weight, targets):
+        from verl.utils.experimental.torch_functional import FusedLinearForPPO
+
+        return FusedLinearForPPO(chunk_size=512)(hidden, weight, targets, 1.0)
+
+    return run
 
 
 def run_worker(spec: dict) -> dict:
@@ -144,8 +158,13 @@ def bench_logprob(shapes: list[tuple[int, int, int]], rounds: int) -> str:
         "|---|---|---|---|",
     ]
     notes = []
+    peer = [
+        "| N × d × V | memory: verl / arborl fused | time fwd+bwd: arborl / verl (paired, median) "
+        "| time fwd-only: arborl / verl |",
+        "|---|---|---|---|",
+    ]
     for n, d, v in shapes:
-        runs = [(n, ["materialised", "fused"])]
+        runs = [(n, ["materialised", "fused", "verl"])]
         if not _fits(n, v, d):
             # The materialised baseline would not fit in this machine's memory: measure the fused
             # kernel at the requested shape alone, and both at the largest N that fits.
@@ -158,7 +177,7 @@ def bench_logprob(shapes: list[tuple[int, int, int]], rounds: int) -> str:
             m = n
             while m > 1 and not _fits(m, v, d):
                 m //= 2
-            runs = [(n, ["fused"]), (m, ["materialised", "fused"])]
+            runs = [(n, ["fused", "verl"]), (m, ["materialised", "fused"])]
         for nn, variants in runs:
             res = _paired(nn, d, v, rounds if len(variants) > 1 else 1, variants)
             for variant in variants:
@@ -168,7 +187,15 @@ def bench_logprob(shapes: list[tuple[int, int, int]], rounds: int) -> str:
                     f"| {statistics.median(x['fwd_bwd_s'] for x in rs):.2f} s "
                     f"| {statistics.median(x['fwd_s'] for x in rs):.2f} s |"
                 )
-            if len(variants) == 1:
+            if "verl" in variants:
+                fused, ver = res["fused"], res["verl"]
+                peer.append(
+                    f"| {nn} × {d} × {v} "
+                    f"| {max(x['peak_bytes'] for x in ver) / max(x['peak_bytes'] for x in fused):.2f}× "
+                    f"| {statistics.median(f['fwd_bwd_s'] / r['fwd_bwd_s'] for f, r in zip(fused, ver, strict=True)):.2f}× "
+                    f"| {statistics.median(f['fwd_s'] / r['fwd_s'] for f, r in zip(fused, ver, strict=True)):.2f}× |"
+                )
+            if "materialised" not in variants:
                 rows.append(f"| {nn} × {d} × {v} | materialised | not run (see note) | | |")
                 continue
             fused, mat = res["fused"], res["materialised"]
@@ -178,11 +205,30 @@ def bench_logprob(shapes: list[tuple[int, int, int]], rounds: int) -> str:
             )
             f_ratio = statistics.median(f["fwd_s"] / m["fwd_s"] for f, m in zip(fused, mat, strict=True))
             summary.append(f"| {nn} × {d} × {v} | {mem:.1f}× less | {t_ratio:.2f}× | {f_ratio:.2f}× |")
-    text = "\n".join(rows) + "\n\n" + "\n".join(summary)
+    text = (
+        "\n".join(rows)
+        + "\n\n"
+        + "\n".join(summary)
+        + "\n\nAgainst verl's own chunked torch kernel:\n\n"
+        + "\n".join(peer)
+    )
     return text + "".join(f"\n\nNote: {note}." for note in notes)
 
 
 # ─── log-prob + entropy on GPU (Triton vs chunked torch vs materialised) ────────────────
+
+
+def _verl_triton() -> Callable:
+    """verl's Triton kernel (``verl.utils.kernel.linear_cross_entropy``: CUDA only), as
+    (log-probs, entropy): it returns the token log-probs and the entropy per token."""
+
+    def run(hidden, weight, targets):
+        from verl.utils.kernel.linear_cross_entropy import linear_cross_entropy
+
+        logp, entropy = linear_cross_entropy(hidden, weight, targets, 1.0, "none")
+        return logp, entropy
+
+    return run
 
 
 def bench_gpu(quick: bool) -> str:
@@ -204,6 +250,8 @@ def bench_gpu(quick: bool) -> str:
         "materialised": lambda h, w, t: materialized_logprob_entropy(h, w, t, 1.0),
         "torch chunked": lambda h, w, t: fused_logprob_entropy(h, w, t, 1.0, backend="torch"),
         "triton": lambda h, w, t: fused_logprob_entropy(h, w, t, 1.0, backend="triton"),
+        "verl torch (FusedLinearForPPO)": _verl_fused_torch(),
+        "verl triton (linear_cross_entropy)": _verl_triton(),
     }
     for n, d, v in shapes:
         hidden = (torch.randn(n, d, device="cuda") * 1.0).bfloat16().requires_grad_()
@@ -398,6 +446,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=None, help="paired rounds per log-prob shape")
     ap.add_argument("--only", default="logprob,gpu,credit", help="comma-separated sections")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--shapes", default=None, help="CPU log-prob shapes N,d,V;N,d,V (default: by --quick)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -410,6 +459,8 @@ def main() -> int:
     shapes = (
         [(1024, 256, 32000), (512, 128, 8192)] if args.quick else [(8192, 1024, 151936), (8192, 1024, 32000)]
     )
+    if args.shapes:
+        shapes = [tuple(int(x) for x in shape.split(",")) for shape in args.shapes.split(";")]
     rounds = args.rounds or (2 if args.quick else 3)
     parts = [
         "# Kernel benchmark\n",
