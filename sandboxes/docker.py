@@ -38,7 +38,7 @@ from .base import MANAGED_LABEL, Sandbox, SandboxBackend, SandboxInfo, SandboxSp
 from .channel import Channel, ChannelTimeout
 from .errors import SandboxStartError, SandboxUnavailable
 from .owner import OWNER_PID, owner_alive, owner_labels
-from .server.wire import KEY_ENV
+from .server.wire import write_key
 
 log = logging.getLogger(__name__)
 
@@ -162,9 +162,7 @@ class DockerBackend(SandboxBackend):
             with contextlib.suppress(docker.errors.NotFound):
                 staging.remove(force=True)
 
-    def _start_container(
-        self, spec: SandboxSpec, sandbox_id: str, sock_dir: Path, pool_id: str, key: str
-    ) -> Any:
+    def _start_container(self, spec: SandboxSpec, sandbox_id: str, sock_dir: Path, pool_id: str) -> Any:
         import docker.errors
 
         lim = spec.limits
@@ -197,7 +195,6 @@ class DockerBackend(SandboxBackend):
                 ],
                 name=f"arborl-{sandbox_id[:16]}",
                 working_dir=SERVER_HOME_IN_CONTAINER,
-                environment={KEY_ENV: key},
                 detach=True,
                 init=True,
                 user="root",
@@ -234,7 +231,8 @@ class DockerBackend(SandboxBackend):
         key = secrets.token_hex(32)
         await self._run(self._make_run_dir, sock_dir)
         try:
-            container = await self._run(self._start_container, spec, sandbox_id, sock_dir, pool_id, key)
+            write_key(str(sock_dir), key)
+            container = await self._run(self._start_container, spec, sandbox_id, sock_dir, pool_id)
         except BaseException:
             await self._run(self._drop_run_dir, sock_dir)
             raise

@@ -40,7 +40,7 @@ from .cgroups import CgroupError, SandboxCgroups, leftover_ids
 from .channel import Channel, ChannelTimeout
 from .errors import SandboxStartError, SandboxUnavailable
 from .owner import OWNER_PID, owner_alive, owner_labels
-from .server.wire import KEY_ENV
+from .server.wire import write_key
 
 SERVER_DIR = Path(__file__).with_name("server")
 SNAPSHOT_IN_SANDBOX = "/.arborl/snapshot"
@@ -251,6 +251,7 @@ class LocalBackend(SandboxBackend):
         }
         try:
             await asyncio.to_thread(self._layout, spec, root, writable)
+            write_key(str(root / "sock"), key)
             cgroups.create(spec.limits.memory_mb, spec.limits.pids, spec.limits.cpus)
         except CgroupError as e:
             await asyncio.to_thread(self._remove_dirs, root)
@@ -258,7 +259,7 @@ class LocalBackend(SandboxBackend):
         except BaseException:
             await asyncio.to_thread(self._remove_dirs, root)
             raise
-        env = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent", "LANG": "C.UTF-8", KEY_ENV: key}
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent", "LANG": "C.UTF-8"}
         log = open(root / "bwrap.log", "wb")  # noqa: SIM115 - handed to the child, closed below
         try:
             proc = subprocess.Popen(

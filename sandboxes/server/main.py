@@ -14,6 +14,7 @@ keep the server from answering, and an idle connection holds no thread at all.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import pwd
@@ -33,6 +34,7 @@ from typing import Any
 from . import cgroup, execute, files, restore, wire
 
 SPARE_WORKERS = 6
+PR_SET_DUMPABLE = 4
 MAX_WORKERS = 64
 
 
@@ -302,9 +304,15 @@ def main(argv: list[str]) -> None:
         help="the sandbox has a private PID namespace: reset may use kill(-1)",
     )
     a = p.parse_args(argv)
-    key = os.environ.pop(wire.KEY_ENV, "")
+    try:
+        key = wire.take_key(os.path.dirname(a.socket))
+    except OSError as e:
+        sys.exit(f"arborl server: no channel key beside the socket ({e}); the harness leaves one")
     if len(key) < 32:
-        sys.exit(f"arborl server: no channel key in ${wire.KEY_ENV}; the harness passes one")
+        sys.exit("arborl server: the channel key is too short")
+    # Non-dumpable: nobody without CAP_SYS_PTRACE (which the sandbox never has) may trace this
+    # process or read its memory, root commands in the sandbox included.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     server = Server(a.socket, a.user, json.loads(a.limits), a.own_pid_namespace, key.encode())
     server.apply_limits()

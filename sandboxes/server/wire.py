@@ -11,9 +11,11 @@ impersonated by code running in the sandbox:
     harness -> {"op": "auth", "proof": H(key, "harness", Nh, Ns)}             server checks
     server  -> {"ok": true, "version": PROTOCOL_VERSION}
 
-`key` is a per-sandbox secret the harness made and handed to the server at start (an
-environment variable of a root process, which the agent's uid cannot read); it never travels
-on the socket, so a fake server learns nothing it could replay. H is HMAC-SHA256.
+`key` is a per-sandbox secret the harness made and left in the run directory (`KEY_FILE`,
+root's, 0600); the server reads and deletes it at start and then makes itself non-dumpable,
+so the key lives only in the memory of a process that not even root in the sandbox may read
+(no CAP_SYS_PTRACE there). It never travels on the socket, so a fake server learns nothing
+it could replay. H is HMAC-SHA256.
 """
 
 from __future__ import annotations
@@ -21,14 +23,31 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import socket
 import struct
 
 PROTOCOL_VERSION = 2
-KEY_ENV = "ARBORL_CHANNEL_KEY"
+KEY_FILE = "key"  # in the run directory, beside the socket
 HEADER = struct.Struct(">I")
 MAX_FRAME = 512 * 1024 * 1024
 MAX_HELLO_FRAME = 4096  # what an unauthenticated peer may make the other end read
+
+
+def write_key(run_dir: str, key: str) -> None:
+    """Leave the key where the server will read it (harness side, before the server starts)."""
+    fd = os.open(os.path.join(run_dir, KEY_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key)
+
+
+def take_key(run_dir: str) -> str:
+    """Read the key and delete it (server side, at start)."""
+    path = os.path.join(run_dir, KEY_FILE)
+    with open(path) as f:
+        key = f.read().strip()
+    os.unlink(path)
+    return key
 
 
 def proof(key: bytes, role: str, harness_nonce: str, server_nonce: str) -> str:

@@ -257,3 +257,19 @@ async def test_run_directories_cannot_hold_setuid_programs_or_fill_the_host(back
         # even root in the sandbox (harness setup) cannot fill it
         res = await sb.exec("dd if=/dev/zero of=/run/arborl/fill bs=1M count=64", user="root", timeout=30)
         assert res.exit_code != 0 and "No space left" in res.stderr
+
+
+async def test_root_in_the_sandbox_cannot_read_the_channel_key(backend):
+    # Root commands are the harness's, but a task's setup may run files the agent wrote: even
+    # then the key is nowhere to read (no file, no environment, a non-dumpable server).
+    async with await backend.create(SMALL) as sb:
+        server = (await sb.ping())["pid"]
+        res = await sb.exec(
+            "ls /run/arborl; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; "
+            f"head -c 100 /proc/{server}/maps && echo MAPS-READ",
+            user="root",
+            timeout=30,
+        )
+        assert sb.channel._key.decode() not in res.stdout
+        assert "key" not in res.stdout.split()
+        assert "MAPS-READ" not in res.stdout and "Permission denied" in res.stderr, res.output
