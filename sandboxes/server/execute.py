@@ -122,37 +122,51 @@ def run(req: dict, uid: int | None, gid: int | None, home: str) -> dict:
 
 
 def _pump(proc: subprocess.Popen, out: Capture, err: Capture, deadline: float) -> bool:
-    """Read both pipes until they close, the command exits, or the deadline passes.
+    """Read both pipes until they close and the command exits, or the deadline passes.
 
     Returns True on timeout (the process group is then killed). A command that leaves a
     background child holding its pipes returns once the command itself has exited and
-    the pipes have been quiet for a moment, instead of waiting for the child.
+    the pipes have been quiet for a moment, instead of waiting for the child. The exit is
+    seen through a pidfd in the same select, not by polling waitpid with sleeps, which
+    cost about a millisecond per command.
     """
     assert proc.stdout is not None and proc.stderr is not None
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, out)
     sel.register(proc.stderr, selectors.EVENT_READ, err)
+    pidfd = -1
+    with contextlib.suppress(OSError, AttributeError):
+        pidfd = os.pidfd_open(proc.pid)
+        sel.register(pidfd, selectors.EVENT_READ, None)
     open_streams, timed_out, exited_at = 2, False, None
-    while open_streams:
-        now = time.monotonic()
-        if now >= deadline:
-            timed_out = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            break
-        if exited_at is None and proc.poll() is not None:
-            exited_at = now
-        if exited_at is not None and now - exited_at > 0.05:
-            break
-        events = sel.select(timeout=min(deadline - now, 0.02 if exited_at else 0.2))
-        for key, _ in events:
-            chunk = os.read(key.fd, 1 << 16)
-            if chunk:
-                key.data.feed(chunk)
-            else:
-                sel.unregister(key.fileobj)
-                open_streams -= 1
-    sel.close()
+    try:
+        while open_streams or (exited_at is None and pidfd >= 0):
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                break
+            if exited_at is None and pidfd < 0 and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > 0.05:
+                break
+            wait = 0.02 if exited_at is not None else 0.2
+            for key, _ in sel.select(timeout=min(deadline - now, wait)):
+                if key.data is None:  # the pidfd: the command has exited
+                    exited_at = time.monotonic()
+                    sel.unregister(pidfd)
+                    continue
+                chunk = os.read(key.fd, 1 << 16)
+                if chunk:
+                    key.data.feed(chunk)
+                else:
+                    sel.unregister(key.fileobj)
+                    open_streams -= 1
+    finally:
+        sel.close()
+        if pidfd >= 0:
+            os.close(pidfd)
     proc.stdout.close()
     proc.stderr.close()
     if not timed_out:
