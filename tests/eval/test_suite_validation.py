@@ -15,6 +15,11 @@ from arborl.tasks.suites import BUILTIN_SUITES
 
 #: Suites whose envs need the arborl/gui image (a browser or a desktop in a container).
 GUI_TAGS = {"web": "browser", "desktop": "gui"}
+#: Suites too slow to run whole in CI, each with the test that samples it instead. swe-real's
+#: 24 instances take 15-20 min gold + empty on two cores (measured whole in docs/eval.md).
+SAMPLED_ELSEWHERE = {
+    "swe-real": "tests/tasks/test_swe_real.py: one instance per repository, gold and empty, both forms",
+}
 
 
 def arborl(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -29,7 +34,14 @@ def _marks(tags: tuple[str, ...]) -> list[pytest.MarkDecorator]:
 
 @pytest.mark.docker
 @pytest.mark.slow
-@pytest.mark.parametrize("suite", [pytest.param(s, id=s.name, marks=_marks(s.tags)) for s in BUILTIN_SUITES])
+@pytest.mark.parametrize(
+    "suite",
+    [
+        pytest.param(s, id=s.name, marks=_marks(s.tags))
+        for s in BUILTIN_SUITES
+        if s.name not in SAMPLED_ELSEWHERE
+    ],
+)
 def test_gold_resolves_everything_and_empty_nothing(suite, docker_backend, tmp_path):
     from arborl.sandboxes.images import image_exists
 
