@@ -155,6 +155,16 @@ BUILTIN_SUITES: tuple[Suite, ...] = (
         tags=("tool",),
     ),
     Suite(
+        "tool-maze",
+        "arborl/Tool-v0",
+        "arborl.tasks.tool_maze:load_suite",
+        description="64 three-door mazes searched room by room: a wrong door costs a turn of a budget that tolerates one",
+        gold="arborl.tasks.tool_maze:gold_policy",
+        empty="arborl.tasks.tool_maze:empty_policy",
+        max_turns=5,
+        tags=("tool", "multi-turn"),
+    ),
+    Suite(
         "desktop-mini",
         "arborl/Desktop-v0",
         "arborl.tasks.osworld:load_desktop_mini",
