@@ -196,8 +196,12 @@ class RolloutManager:
                 groups = []
                 for index, result in zip(indices, results, strict=True):
                     trajs = [t for t in result.leaves if t.truncation not in INFRA_FAILURES]
+                    # Leaves share their prefixes: each carries its share of what the tree
+                    # sampled, so summing a batch counts every sampled token once.
+                    share = result.generated_tokens / max(1, len(result.leaves))
                     for t in trajs:
                         t.metrics["task_index"] = float(index)
+                        t.metrics["generated_tokens"] = share
                     groups.append(trajs)
             else:
                 (index,), (task,) = indices, tasks
