@@ -30,14 +30,14 @@ import copy
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium
 from pydantic import BaseModel, ConfigDict, Field
 
-from arborl.envs import afinish, arelease, areset, astep, observation_messages
+from arborl.envs import afinish, arelease, areset, astep, observation_messages, on_envs
 
 from .chat import TokenizedChat, check_append_only
 from .engines import Generation, InferenceEngine, SamplingParams
@@ -137,6 +137,30 @@ class Agent:
             await arelease(env)
             raise
         return await self.finish(state)
+
+    async def run_episodes(
+        self,
+        env_factory: Callable[[], gymnasium.Env],
+        tasks: Sequence[Any],
+        *,
+        concurrency: int = 16,
+        demo: Callable[[Any], TextPolicy] | None = None,
+    ) -> list[AgentEpisode]:
+        """One episode per task on `concurrency` envs made for the call (closed after); `demo`,
+        a factory ``task -> policy``, replays scripted solutions instead of sampling."""
+        envs = [env_factory() for _ in range(min(concurrency, len(tasks)))]
+
+        async def episode(env: gymnasium.Env, i: int, task: Any) -> AgentEpisode:
+            policy = demo(task) if demo is not None else None
+            return await self.run_episode(env, task, group_id=f"eval-{i}", demo=policy)
+
+        try:
+            return await on_envs(envs, tasks, episode)
+        finally:
+            for env in envs:
+                close = getattr(env.unwrapped, "aclose", None)
+                if close is not None:
+                    await close()
 
     async def start(
         self, env: gymnasium.Env, task: Any, *, group_id: str = "", seed: int | None = None

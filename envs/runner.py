@@ -17,7 +17,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium
 
@@ -26,6 +26,9 @@ from .runtime import get_runtime
 from .spaces import observation_messages
 
 log = logging.getLogger(__name__)
+W = TypeVar("W")  # a worker: an env, or a slot holding one
+T = TypeVar("T")
+R = TypeVar("R")
 Policy = Callable[[list[dict[str, str]], dict[str, Any]], Awaitable[str] | str]
 
 
@@ -94,25 +97,34 @@ async def run_episode(
     return ep
 
 
+async def on_envs(envs: Sequence[W], items: Iterable[T], run: Callable[[W, int, T], Awaitable[R]]) -> list[R]:
+    """The bounded worker queue: each of `envs` runs ``run(env, index, item)`` on the next
+    item until none is left, so `len(envs)` items run at a time; results in item order.
+    Everything that runs many episodes (here, `Agent.run_episodes`, the eval runner) uses it."""
+    queue: asyncio.Queue[tuple[int, T]] = asyncio.Queue()
+    for item in enumerate(items):
+        queue.put_nowait(item)
+    results: dict[int, R] = {}
+
+    async def worker(env: W) -> None:
+        while True:
+            try:
+                i, item = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            results[i] = await run(env, i, item)
+
+    await asyncio.gather(*(worker(env) for env in envs))
+    return [results[i] for i in sorted(results)]
+
+
 async def run_episodes(
     envs: Sequence[gymnasium.Env], policy: Policy, tasks: Iterable[Any], *, max_turns: int = 50
 ) -> list[Episode]:
     """Run every task on the first free env, `len(envs)` at a time; results in task order."""
-    queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
-    for item in enumerate(tasks):
-        queue.put_nowait(item)
-    results: dict[int, Episode] = {}
-
-    async def worker(env: gymnasium.Env) -> None:
-        while True:
-            try:
-                i, task = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            results[i] = await run_episode(env, policy, task, max_turns=max_turns)
-
-    await asyncio.gather(*(worker(env) for env in envs))
-    return [results[i] for i in sorted(results)]
+    return await on_envs(
+        envs, tasks, lambda env, _, task: run_episode(env, policy, task, max_turns=max_turns)
+    )
 
 
 def run_episodes_sync(

@@ -140,7 +140,7 @@ class ModelDriver:
 
             path = str(ensure_tiny_model())
         else:
-            from arborl.trainer.checkpoint import resolve_model_dir
+            from arborl.agents.engines.weights import resolve_model_dir
 
             path = resolve_model_dir(cfg.path)  # a model, a checkpoint or a training run
         self.path = path

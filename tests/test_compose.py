@@ -75,9 +75,10 @@ def test_eval_service_loads_the_model_the_trainer_service_saves(tmp_path, monkey
     the trainer's way under its run.dir must be what the eval's model.path loads."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    from arborl.agents.engines.weights import resolve_model_dir
     from arborl.cli.eval_cmds import _SHARED
     from arborl.eval.config import EvalConfig
-    from arborl.trainer.checkpoint import Checkpointer, RunState, resolve_model_dir
+    from arborl.trainer.checkpoint import Checkpointer, RunState
 
     assert COMPOSE["services"]["eval"]["working_dir"] == COMPOSE["services"]["trainer"]["working_dir"]
     monkeypatch.chdir(tmp_path)

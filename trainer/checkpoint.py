@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from arborl.agents.engines.weights import latest_checkpoint
+
 
 @dataclass
 class RunState:
@@ -49,25 +51,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def resolve_model_dir(path: str | Path) -> str:
-    """A model directory from what a user may point at: a model directory itself, a
-    checkpoint (``.../step-N/``), a run's ``checkpoints/`` (its latest) or a run directory
-    (its latest checkpoint). Anything else is returned as given (a hub id, for one)."""
-    p = Path(path)
-    if (p / "config.json").exists():
-        return str(p)
-    if (p / "model" / "config.json").exists():
-        return str(p / "model")
-    latest = Checkpointer(p.parent if p.name == "checkpoints" else p).latest()
-    if latest is not None:
-        return str(latest / "model")
-    if p.exists():
-        raise FileNotFoundError(
-            f"{p} holds no model: give a model directory, a checkpoint or a run directory"
-        )
-    return str(path)
-
-
 class Checkpointer:
     """Saves and finds checkpoints under ``<run>/checkpoints``; keeps the newest `keep`."""
 
@@ -76,11 +59,7 @@ class Checkpointer:
         self.keep = keep
 
     def latest(self) -> Path | None:
-        pointer = self.dir / "latest"
-        if not pointer.exists():
-            return None
-        path = self.dir / pointer.read_text().strip()
-        return path if (path / "trainer_state.pt").exists() else None
+        return latest_checkpoint(self.dir)
 
     def save(self, model: Any, tokenizer: Any, learner_state: dict[str, Any], run: RunState) -> Path:
         name = f"step-{run.version:06d}-sft{run.sft_steps:05d}"

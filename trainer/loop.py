@@ -37,19 +37,21 @@ from arborl.agents import Agent, AgentConfig, read_trajectories, write_trajector
 from arborl.agents.credit import compute_advantages
 from arborl.agents.engines import HFEngineConfig, InferenceEngine, SamplingParams
 from arborl.agents.engines.hf import HFEngine
+from arborl.agents.engines.weights import resolve_model_dir
+from arborl.agents.tiny import ensure_tiny_model
 from arborl.kernels.attention import register_sdpa_gqa
 from arborl.tasks import get_suite
+from arborl.tasks.stream import task_stream
 from arborl.tasks.suites import resolve
 
 from .batch import trajectories_to_dataproto
 from .buffer import Group, GroupBuffer
-from .checkpoint import Checkpointer, RunState, resolve_model_dir
+from .checkpoint import Checkpointer, RunState
 from .config import TrainConfig
-from .episodes import run_many, success_metrics, task_stream
 from .learner import Learner, LearnerConfig
-from .metrics import MetricsLogger
+from .metrics import MetricsLogger, success_metrics
 from .progress import Progress
-from .rollout import RolloutManager
+from .rollout import RolloutManager, dispatch_limit, max_in_flight, max_staleness
 from .store import TrajectoryStore
 
 log = logging.getLogger(__name__)
@@ -95,10 +97,28 @@ class Trainer:
 
     # ---- setup -----------------------------------------------------------------------------
     def _setup(self) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        self._seed()
+        resume, latest = self._open_run_dir()
+        base = (
+            resolve_model_dir(self.cfg.model.path)
+            if self.cfg.model.path
+            else str(ensure_tiny_model(config=self.cfg.model.tiny))
+        )
+        weights = str(latest / "model") if resume and latest else base
+        self._load_model(base, weights)
+        self.metrics = MetricsLogger(
+            self.dir, wandb=self.cfg.run.wandb, config=self.cfg.model_dump(by_alias=True)
+        )
+        self.store = TrajectoryStore(self.dir / "trajectories")
+        self._load_tasks()
+        self.engine = self._make_engine(base, weights)
+        self._make_agents()
+        self._make_learner(weights)
+        if resume:
+            self._restore(latest)
 
-        from arborl.agents.tiny import ensure_tiny_model
-
+    def _seed(self) -> None:
+        """Torch threads and the Python, NumPy and torch seeds."""
         cfg = self.cfg
         if cfg.model.torch_threads:
             torch.set_num_threads(cfg.model.torch_threads)
@@ -106,6 +126,11 @@ class Trainer:
         random.seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
         torch.manual_seed(cfg.run.seed)
+
+    def _open_run_dir(self) -> tuple[bool, Path | None]:
+        """(whether this continues a run, its latest checkpoint); refuses a run directory that
+        holds another run unless resuming, and a resume with nothing to resume."""
+        cfg = self.cfg
         self.ckpt = Checkpointer(self.dir, keep=cfg.run.keep_checkpoints)
         latest = self.ckpt.latest()
         started = (self.dir / "metrics.jsonl").exists()
@@ -116,24 +141,29 @@ class Trainer:
         if cfg.run.resume is True and latest is None:
             raise RunDirError(f"nothing to resume in {self.dir}: it has no checkpoint")
         # A run killed before its first checkpoint resumes from scratch, keeping what it stored.
-        resume = started and cfg.run.resume is not False
-        base = (
-            resolve_model_dir(cfg.model.path)
-            if cfg.model.path
-            else str(ensure_tiny_model(config=cfg.model.tiny))
-        )
-        weights = str(latest / "model") if resume and latest else base
+        return started and cfg.run.resume is not False, latest
+
+    def _load_model(self, base: str, weights: str) -> None:
+        """The tokenizer (from `base`) and the policy (from `weights`) on the run's device."""
+        from transformers import AutoTokenizer
+
         self.tokenizer = AutoTokenizer.from_pretrained(base)
+        self.device = resolve_device(self.cfg.model.device)
+        self.model = self._from_pretrained(weights)
+
+    def _from_pretrained(self, weights: str) -> Any:
+        from transformers import AutoModelForCausalLM
+
         # Grouped-query attention without repeating the key/value heads on CPU (the engine's
         # default too; same logits and gradients as transformers' sdpa, kernels/attention.py).
         attn = register_sdpa_gqa()
-        self.device = resolve_device(cfg.model.device)
-        dtype = getattr(torch, cfg.model.dtype)
-        self.model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype, attn_implementation=attn).to(
-            self.device
-        )
-        self.metrics = MetricsLogger(self.dir, wandb=cfg.run.wandb, config=cfg.model_dump(by_alias=True))
-        self.store = TrajectoryStore(self.dir / "trajectories")
+        dtype = getattr(torch, self.cfg.model.dtype)
+        model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype, attn_implementation=attn)
+        return model.to(self.device)
+
+    def _load_tasks(self) -> None:
+        """The training task stream, the evaluation suite's held-out tasks and the env factory."""
+        cfg = self.cfg
         # The task stream first: importing its module may register the suites used below.
         self.task_at = task_stream(
             cfg.tasks.train, cfg.tasks.train_size, cfg.tasks.seed, cfg.tasks.train_options
@@ -144,8 +174,10 @@ class Trainer:
         env_kwargs = {**suite.env_kwargs, **cfg.rollout.env_kwargs}
         self.env_factory = lambda: gymnasium.make(env_id, **env_kwargs)
         self.eval_tasks = suite.tasks()[: cfg.tasks.eval_size]
-        self.engine = self._make_engine(base, weights)
-        ro = cfg.rollout
+
+    def _make_agents(self) -> None:
+        """The sampling agent (rollouts) and the greedy one (evaluations) over the engine."""
+        ro = self.cfg.rollout
         sampling = SamplingParams(temperature=ro.temperature, top_p=ro.top_p)
         budgets = {"max_turns": ro.max_turns, "max_new_tokens": ro.max_new_tokens}
         budgets["max_context_tokens"] = ro.max_context_tokens
@@ -153,29 +185,20 @@ class Trainer:
         self.greedy = Agent(
             self.engine, self.tokenizer, AgentConfig(sampling=SamplingParams(temperature=0), **budgets)
         )
+
+    def _make_learner(self, weights: str) -> None:
+        """The learner (with a frozen reference model when KL is on) and the group buffer."""
+        cfg, ro = self.cfg, self.cfg.rollout
         learner_cfg = cfg.learner.model_copy(update={"temperature": ro.temperature})
         ref = None
         if learner_cfg.kl_coef > 0:  # the KL anchor: the policy as the run starts (after any warm start)
-            ref = (
-                AutoModelForCausalLM.from_pretrained(weights, dtype=dtype, attn_implementation=attn)
-                .to(self.device)
-                .eval()
-                .requires_grad_(False)
-            )
+            ref = self._from_pretrained(weights).eval().requires_grad_(False)
         self.learner = Learner(self.model, learner_cfg, ref_model=ref)
         self.buffer = GroupBuffer(
             capacity=max(2 * ro.groups_per_step, cfg.async_.max_groups_in_flight),
-            max_staleness=self._max_staleness(),
+            max_staleness=max_staleness(cfg.async_),
             stale=cfg.async_.stale,
         )
-        if resume:
-            self._restore(latest)
-
-    def _max_staleness(self) -> int | None:
-        a = self.cfg.async_
-        if a.mode == "sync":
-            return None if a.partial_rollouts else 0  # partial rollouts resume across one update
-        return a.max_staleness
 
     def _restore(self, path: Path | None) -> None:
         """Continue from checkpoint `path` (None: from the start): stored groups that were not
@@ -219,7 +242,7 @@ class Trainer:
             # From a later pass over the task stream, so RL's first groups are not the demonstrated tasks.
             tasks = [self.task_at(self.cfg.tasks.train_size + i) for i in range(sft.demos)]
             with self.progress.phase("collecting demonstrations", total=None):
-                episodes = await run_many(self.agent, self.env_factory, tasks, demo=gold, concurrency=16)
+                episodes = await self.agent.run_episodes(self.env_factory, tasks, demo=gold, concurrency=16)
             demos = [e.trajectory for e in episodes if e.trajectory.outcome_reward > 0]
             if len(demos) < len(episodes):
                 log.warning(
@@ -263,12 +286,7 @@ class Trainer:
 
     # ---- reinforcement learning ------------------------------------------------------------
     def _limit(self) -> int:
-        a, g = self.cfg.async_, self.cfg.rollout.groups_per_step
-        v = self.state.version
-        if a.mode == "async":
-            return (v + a.max_staleness + 1) * g
-        extra = math.ceil((a.overprovision - 1) * g) if a.partial_rollouts else 0
-        return (v + 1) * g + extra
+        return dispatch_limit(self.cfg.async_, self.cfg.rollout.groups_per_step, self.state.version)
 
     def _elapsed(self) -> float:
         """Wall time of the run, over resumes."""
@@ -287,11 +305,7 @@ class Trainer:
     async def _reinforce(self) -> None:
         cfg, a = self.cfg, self.cfg.async_
         self._split_threads()
-        in_flight = (
-            a.max_groups_in_flight
-            if a.mode == "async"
-            else math.ceil(cfg.rollout.groups_per_step * a.overprovision)
-        )
+        in_flight = max_in_flight(a, cfg.rollout.groups_per_step)
         manager = RolloutManager(
             self.agent,
             self.env_factory,
@@ -443,7 +457,7 @@ class Trainer:
     # ---- evaluation ------------------------------------------------------------------------
     async def _evaluate(self, phase: str, step: int) -> dict[str, float]:
         with self.progress.phase(f"evaluating ({len(self.eval_tasks)} tasks)", total=None):
-            episodes = await run_many(self.greedy, self.env_factory, self.eval_tasks, concurrency=16)
+            episodes = await self.greedy.run_episodes(self.env_factory, self.eval_tasks, concurrency=16)
         m = success_metrics(episodes, self.eval_tasks)
         self.metrics.log(f"eval-{phase}", step, m)
         kinds = ", ".join(f"{k[8:]} {v:.0%}" for k, v in m.items() if k.startswith("success/"))

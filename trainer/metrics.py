@@ -1,4 +1,5 @@
-"""Training metrics: JSONL (always), TensorBoard (always), Weights & Biases (when configured).
+"""Training metrics: JSONL (always), TensorBoard (always), Weights & Biases (when configured),
+and what an evaluation reports (`success_metrics`).
 
     runs/<run>/metrics.jsonl     one object per event: {"step", "phase", "time_s", ...metrics}
     runs/<run>/tensorboard/      `tensorboard --logdir runs/<run>/tensorboard`
@@ -13,9 +14,11 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from arborl.agents import AgentEpisode, Trajectory
 
 
 def _clean(value: Any) -> Any:
@@ -102,3 +105,25 @@ def read_metrics(run_dir: str | Path, include_rolled_back: bool = False) -> list
             if include_rolled_back or not event.get("rolled_back"):
                 out.append(event)
     return out
+
+
+def success_metrics(episodes: Sequence[AgentEpisode], tasks: Sequence[Any] = ()) -> dict[str, float]:
+    """Success rate and shape of a set of episodes (an evaluation's headline numbers); with
+    the tasks, also the success rate per task kind (`success/<kind>`, from the task's
+    ``metadata["kind"]``) where tasks say theirs."""
+    trajs: list[Trajectory] = [e.trajectory for e in episodes]
+    n = max(1, len(trajs))
+    kinds: dict[str, list[bool]] = {}
+    for task, t in zip(tasks, trajs, strict=False):  # no tasks given: no kinds
+        kind = (getattr(task, "metadata", None) or {}).get("kind")
+        if kind:
+            kinds.setdefault(str(kind), []).append(t.outcome_reward > 0)
+    return {
+        **{f"success/{k}": sum(v) / len(v) for k, v in sorted(kinds.items())},
+        "success": sum(t.outcome_reward > 0 for t in trajs) / n,
+        "reward": sum(t.outcome_reward for t in trajs) / n,
+        "turns": sum(len(t.turns) for t in trajs) / n,
+        "response_tokens": sum(t.num_response_tokens for t in trajs) / n,
+        "truncated": sum(t.truncation is not None for t in trajs) / n,
+        "errors": sum(e.error is not None for e in episodes) / n,
+    }

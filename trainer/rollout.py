@@ -9,7 +9,8 @@ concurrently on one event loop (no process per env). When all of them end, the g
 written to the store (so a crash loses nothing collected) and put in the buffer.
 
 How many groups may be started is `limit()` (total indices dispatched), which is how the
-trainer expresses its mode; `notify()` re-checks it:
+trainer expresses its mode (`dispatch_limit`, `max_in_flight` and `max_staleness` below
+compute it from the config); `notify()` re-checks it:
 
 - sync:            limit = (version + 1) * groups_per_step — exactly one batch per version;
 - sync + partial:  one batch plus over-provisioned groups; the `gate` closes while the
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,10 +43,33 @@ from arborl.agents import Agent, Trajectory
 from arborl.agents.tree import TreeConfig, TreeRollout
 
 from .buffer import Group, GroupBuffer
+from .config import AsyncConfig
 from .store import TrajectoryStore
 
 log = logging.getLogger(__name__)
 INFRA_FAILURES = ("engine_error", "env_error")
+
+
+def dispatch_limit(a: AsyncConfig, groups_per_step: int, version: int) -> int:
+    """Task indices that may be dispatched in all while the policy is at `version`."""
+    g = groups_per_step
+    if a.mode == "async":
+        return (version + a.max_staleness + 1) * g
+    extra = math.ceil((a.overprovision - 1) * g) if a.partial_rollouts else 0
+    return (version + 1) * g + extra
+
+
+def max_in_flight(a: AsyncConfig, groups_per_step: int) -> int:
+    """Groups generating at once: the async setting, else one batch over-provisioned."""
+    return a.max_groups_in_flight if a.mode == "async" else math.ceil(groups_per_step * a.overprovision)
+
+
+def max_staleness(a: AsyncConfig) -> int | None:
+    """Versions a group may lag the learner before the buffer drops or down-weights it
+    (None: unbounded)."""
+    if a.mode == "sync":
+        return None if a.partial_rollouts else 0  # partial rollouts resume across one update
+    return a.max_staleness
 
 
 class RolloutError(RuntimeError):

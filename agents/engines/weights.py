@@ -1,6 +1,7 @@
 """Moving weights between the trainer and engines: safetensors directories in HF layout.
 
-A state dict is staged as ``model.safetensors`` in a fresh directory (``/dev/shm`` when
+`resolve_model_dir` finds the model directory in what a user points at (a model, a
+checkpoint, a training run). A state dict is staged as ``model.safetensors`` in a fresh directory (``/dev/shm`` when
 writable, so it never touches a disk) and engines that live in other processes (vLLM's
 workers, a server) load it from there.
 """
@@ -52,3 +53,35 @@ def load_state_dict_from_path(path: str | Path) -> dict[str, torch.Tensor]:
     for f in files:
         state.update(load_file(str(f)))
     return state
+
+
+def latest_checkpoint(checkpoints: str | Path) -> Path | None:
+    """The complete checkpoint that ``<run>/checkpoints/latest`` names, or None.
+
+    The trainer writes the layout (`arborl.trainer.checkpoint`): ``step-N/model/`` (a
+    model directory) and ``step-N/trainer_state.pt``, written last, so a checkpoint without
+    it is incomplete."""
+    pointer = Path(checkpoints) / "latest"
+    if not pointer.exists():
+        return None
+    path = Path(checkpoints) / pointer.read_text().strip()
+    return path if (path / "trainer_state.pt").exists() else None
+
+
+def resolve_model_dir(path: str | Path) -> str:
+    """A model directory from what a user may point at: a model directory itself, a
+    checkpoint (``.../step-N/``), a run's ``checkpoints/`` (its latest) or a run directory
+    (its latest checkpoint). Anything else is returned as given (a hub id, for one)."""
+    p = Path(path)
+    if (p / "config.json").exists():
+        return str(p)
+    if (p / "model" / "config.json").exists():
+        return str(p / "model")
+    latest = latest_checkpoint(p if p.name == "checkpoints" else p / "checkpoints")
+    if latest is not None:
+        return str(latest / "model")
+    if p.exists():
+        raise FileNotFoundError(
+            f"{p} holds no model: give a model directory, a checkpoint or a run directory"
+        )
+    return str(path)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from arborl.tasks.stream import task_stream
 from arborl.trainer.config import TrainConfig
-from arborl.trainer.episodes import task_stream
 
 TOOL_MINI = "arborl.tasks.tool_mini:generate_tool_tasks"
 

@@ -158,8 +158,8 @@ def test_counterfactual_tasks_carry_their_own_made_up_facts_and_search_finds_the
 
 def test_the_main_jobs_stream_is_the_counterfactual_one_and_takes_other_options():
     from arborl.cli.config import load_config, section
+    from arborl.tasks.stream import task_stream
     from arborl.trainer.config import TrainConfig
-    from arborl.trainer.episodes import task_stream
 
     tasks = TrainConfig.model_validate({"tasks": section(load_config([], "train"), "tasks")}).tasks
     assert tasks.train == "arborl.tasks.tool_mini:generate_counterfactual_tasks" and not tasks.train_options

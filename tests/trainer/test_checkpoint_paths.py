@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from arborl.trainer.checkpoint import resolve_model_dir
+from arborl.agents.engines.weights import resolve_model_dir
 
 
 def test_a_run_directory_resolves_to_its_latest_checkpoints_model(tmp_path):

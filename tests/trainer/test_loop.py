@@ -222,7 +222,7 @@ def test_sync_partial_rollouts_resume_unfinished_episodes_under_the_new_weights(
     """APRIL in sync mode: one group a batch, one over-provisioned. The slow group is
     mid-episode when another fills the batch; it runs on with the pushed weights (its tokens
     carry both versions) and is trained in a later batch, once; nothing is lost."""
-    from arborl.trainer.episodes import task_stream
+    from arborl.tasks.stream import task_stream
 
     Chatter.slow_task = task_stream("arith_suite:generate", 200, 0)(1).id  # group 1's task
     Chatter.run_dir = run = tmp_path / "april"

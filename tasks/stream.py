@@ -1,0 +1,42 @@
+"""The training task stream: index → task, the same task for the same index run after run.
+
+    task_at = task_stream("arborl.tasks.tool_mini:generate_tool_tasks", size=20000, seed=0)
+    task_at(12345)        # a resumed run dispatches exactly the tasks it would have
+
+The trainer dispatches task indices (`arborl.trainer.rollout`); checkpoints store the
+cursor, so a resume relies on this mapping being deterministic.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from .suites import get_suite, resolve
+
+
+def task_stream(
+    spec: str, size: int, seed: int, options: dict[str, Any] | None = None
+) -> Callable[[int], Any]:
+    """Index → task: ``spec`` is ``'module:function'`` (called as ``f(size, seed, **options)``)
+    or ``'suite:<name>'``. The list is cycled, reshuffled each pass with a seeded RNG."""
+    if spec.startswith("suite:"):
+        if options:
+            raise ValueError(f"options {sorted(options)} are for a generator; {spec} is a fixed suite")
+        tasks = get_suite(spec.removeprefix("suite:")).tasks()
+    else:
+        tasks = list(resolve(spec)(size, seed, **(options or {})))
+    if not tasks:
+        raise ValueError(f"{spec} gave no tasks")
+    orders: dict[int, list[int]] = {}
+
+    def task_at(index: int) -> Any:
+        epoch, pos = divmod(index, len(tasks))
+        if epoch not in orders:
+            order = list(range(len(tasks)))
+            random.Random(seed * 1_000_003 + epoch).shuffle(order)
+            orders[epoch] = order
+        return tasks[orders[epoch][pos]]
+
+    return task_at
