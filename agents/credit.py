@@ -21,7 +21,7 @@ Registered names: verl's ``grpo`` / ``rloo`` / ... stay verl's; arborl adds ``gi
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -283,8 +283,27 @@ def compute_tree_advantage(
     return _to_tokens(adv_rows, spans, token_level_rewards), _to_tokens(val_rows, spans, token_level_rewards)
 
 
-#: What arborl's driver passes from `non_tensor_batch` to an estimator that accepts it.
-EXTRA_FIELDS = ("anchor_state_hashes", "tree_paths")
+#: What a driver (verl's ``compute_advantage``, `compute_advantages` below) passes itself:
+#: never taken from ``non_tensor_batch``.
+DRIVER_PASSES = frozenset(
+    {
+        "token_level_rewards",
+        "response_mask",
+        "index",
+        "config",
+        "reward_baselines",
+        "non_tensor_batch",
+        "batch",
+    }
+)
+
+
+def estimator_fields(fn: Callable[..., Any], available: Mapping[str, Any]) -> list[str]:
+    """The per-row fields among ``available`` (a batch's ``non_tensor_batch``) that the
+    estimator ``fn`` takes by name: how both drivers find what an estimator needs, so a new
+    estimator (or a renamed field) needs no list of names anywhere."""
+    params = inspect.signature(fn).parameters
+    return [k for k in available if k in params and k not in DRIVER_PASSES]
 
 
 def compute_advantages(data: Any, estimator: str, **options: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -303,8 +322,7 @@ def compute_advantages(data: Any, estimator: str, **options: Any) -> tuple[torch
     kwargs: dict[str, Any] = {"token_level_rewards": rewards, "response_mask": batch["response_mask"]}
     if "uid" in extra:
         kwargs["index"] = extra["uid"]
-    # An estimator gets the extra fields it names as parameters (verl's take none of them).
-    wanted = inspect.signature(fn).parameters
-    kwargs.update({k: extra[k] for k in EXTRA_FIELDS if k in extra and k in wanted})
+    # An estimator gets the per-row fields it names as parameters (verl's take none of them).
+    kwargs.update({k: extra[k] for k in estimator_fields(fn, extra)})
     kwargs.update(options)
     return fn(**kwargs)  # type: ignore[no-any-return]

@@ -14,6 +14,11 @@ through the LM head: prompt and padding positions cost nothing::
 The maths is verl's ``compute_policy_loss_vanilla`` + ``agg_loss`` (verl 0.9.1), re-stated
 here because ``kernels/`` may not import the trainer stack; ``tests/kernels`` checks the two
 agree in value, metrics and gradients for every aggregation mode.
+
+This is a tested kernel, not the loss `arborl train` optimises: the learner
+(`arborl.trainer.learner`) takes its policy loss from verl's registry
+(``get_policy_loss_fn``), so loss modes, off-policy correction and verl's own trainer stay
+one definition. Change the learner's loss there, not here.
 """
 
 from __future__ import annotations

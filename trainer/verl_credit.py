@@ -7,9 +7,10 @@ verl's own estimators). arborl's ``gigpo`` reads ``anchor_state_hashes`` and ``t
 ``tree_paths``: per-row fields that arborl's agent loop puts in ``non_tensor_batch``.
 
 `install()` (run in the driver by `ArborlTaskRunner`) registers arborl's estimators in that
-process and wraps ``compute_advantage``: for the step's estimator it binds every field of
-``non_tensor_batch`` that the estimator names as a parameter (read from its signature, so a
-new estimator or a renamed field needs no change here), then lets verl's function run as is::
+process (importing `arborl.agents.credit` does) and wraps ``compute_advantage``: for the
+step's estimator it binds every field of ``non_tensor_batch`` that the estimator names as a
+parameter (`arborl.agents.credit.estimator_fields`, the rule arborl's own driver uses too),
+then lets verl's function run as is::
 
     fit ──▶ compute_advantage(data, "gigpo", ...)        (wrapped)
               fields = {anchor_state_hashes: data.non_tensor_batch[...]}   ← gigpo's signature
@@ -26,31 +27,15 @@ import functools
 import inspect
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-#: What verl's ``compute_advantage`` passes itself: never taken from ``non_tensor_batch``.
-VERL_PASSES = frozenset(
-    {
-        "token_level_rewards",
-        "response_mask",
-        "index",
-        "config",
-        "reward_baselines",
-        "non_tensor_batch",
-        "batch",
-    }
-)
+from arborl.agents.credit import estimator_fields
+
 WHERE = "verl.trainer.ppo.ray_trainer.compute_advantage"
 _EXPECTED = ("data", "adv_estimator", "gamma", "lam", "num_repeat", "norm_adv_by_std_in_grpo", "config")
-
-
-def estimator_fields(fn: Callable[..., Any], available: Mapping[str, Any]) -> list[str]:
-    """The per-row fields among ``available`` that the estimator ``fn`` takes by name."""
-    params = inspect.signature(fn).parameters
-    return [k for k in available if k in params and k not in VERL_PASSES]
 
 
 def _log_credit(path: str, data: Any, estimator: str, fields: list[str]) -> None:
@@ -76,7 +61,6 @@ def install(credit_log: str | None = None) -> None:
     (idempotent). Raises `VerlPatchError` when verl's function no longer looks as expected."""
     from verl.trainer.ppo import core_algos, ray_trainer
 
-    import arborl.agents.credit  # noqa: F401 - registers gigpo, tree, turn_returns in verl's registry
     from arborl.trainer.verl_cpu import VerlPatchError
 
     original = getattr(ray_trainer, "compute_advantage", None)
