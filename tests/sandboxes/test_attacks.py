@@ -62,6 +62,31 @@ async def test_agent_cannot_get_root_or_resnapshot_through_the_socket(backend):
         assert (await sb.exec("id -u")).stdout.strip() != "0"
 
 
+AGENT_IDS = r"""
+import os, sys
+assert os.setresuid(0, 0, 0) is None, "regained root"
+"""
+
+
+@pytest.mark.parametrize("cmd", ["shell", "argv"])
+async def test_agent_commands_keep_no_way_back_to_root(backend, cmd):
+    """Real, effective, saved and filesystem ids are all the agent's, no supplementary group,
+    no capability: nothing the agent runs (a shell command or an argv) can switch back."""
+    async with await backend.create(SMALL) as sb:
+        status = "cat /proc/self/status" if cmd == "shell" else ["cat", "/proc/self/status"]
+        fields = dict(
+            line.split(":", 1) for line in (await sb.exec(status)).stdout.splitlines() if ":" in line
+        )
+        uid = fields["Uid"].split()
+        assert len(set(uid)) == 1 and uid[0] != "0", fields["Uid"]
+        assert len(set(fields["Gid"].split())) == 1 and fields["Gid"].split()[0] != "0"
+        assert fields["Groups"].strip() == ""
+        for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+            assert int(fields[cap], 16) == 0, (cap, fields[cap])
+        res = await sb.exec(agent_python(AGENT_IDS))
+        assert res.exit_code != 0 and "PermissionError" in res.stderr, res.output
+
+
 async def test_agent_cannot_move_or_replace_the_socket(backend):
     async with await backend.create(SMALL) as sb:
         for attack in (
