@@ -9,7 +9,6 @@ Importing this package registers the built-in ids with Gymnasium.
 """
 
 from .adapters import FourTupleAdapter
-from .agentic import ToolCallingEnv
 from .aio import aclose, afinish, arelease, areset, astep
 from .base import Step, TaskError, TextEnv, stable_hash
 from .parsers import PARSERS, ParseResult, ToolCall, ToolCallParser, get_parser, register_parser
@@ -18,6 +17,7 @@ from .runner import Episode, on_envs, run_episode, run_episodes, run_episodes_sy
 from .runtime import configure, default_pool, get_runtime
 from .sandboxed import SandboxEnv, TimedSandbox
 from .spaces import UnicodeText, chat_observation_space, observation_messages
+from .tool_calling import ToolCallingEnv
 from .tools import Tool, ToolBox, ToolResult, function_tool
 from .wrappers import AsyncWrapper, FormatPenalty, StepTimeout, TokenBudget, TruncateObservation, TurnLimit
 

@@ -24,8 +24,8 @@ import gymnasium
 ARBORL_ENV_IDS: list[str] = []
 
 BUILTIN_ENVS = {
-    "arborl/Code-v0": "arborl.envs.code:CodeEnv",
-    "arborl/Tool-v0": "arborl.envs.tool:ToolEnv",
+    "arborl/Code-v0": "arborl.envs.code.env:CodeEnv",
+    "arborl/Tool-v0": "arborl.envs.tool.env:ToolEnv",
     "arborl/Desktop-v0": "arborl.envs.desktop.env:DesktopEnv",
     "arborl/Web-v0": "arborl.envs.web.env:WebEnv",
     "arborl/MiniWoB-v0": "arborl.envs.web.miniwob:MiniWoBEnv",

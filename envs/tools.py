@@ -31,7 +31,7 @@ from typing import Any
 import jsonschema
 from pydantic import create_model
 
-from arborl.sandboxes import SandboxError, SandboxOpError
+from arborl.sandboxes import ExecResult, SandboxError, SandboxOpError
 
 from .parsers import ToolCall
 from .spaces import clean_text
@@ -242,3 +242,16 @@ def as_result(value: Any) -> ToolResult:
         return ToolResult(json.dumps(value, ensure_ascii=False, default=str))
     except (TypeError, ValueError):
         return ToolResult(str(value))
+
+
+def format_exec(r: ExecResult, timeout: float) -> str:
+    """Command output as the model sees it, with its exit status on the last line."""
+    out = "\n".join(s.rstrip("\n") for s in (r.stdout, r.stderr) if s.rstrip("\n")) or "(no output)"
+    notes = [f"exit code: {r.exit_code}"]
+    if r.timed_out:
+        notes.append(f"timed out after {timeout:g}s: the command was killed")
+    if r.oom_killed:
+        notes.append("killed: out of memory")
+    if r.truncated:
+        notes.append(f"output truncated ({r.stdout_bytes + r.stderr_bytes} bytes in all)")
+    return f"{out}\n[{'; '.join(notes)}]"

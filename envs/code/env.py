@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 from arborl.sandboxes import SandboxSpec
 from arborl.tasks import CodeTask
 
-from .agentic import ToolCallingEnv
-from .code_tools import code_tools
-from .tools import ToolBox
+from ..tool_calling import ToolCallingEnv
+from ..tools import ToolBox
+from .tools import code_tools
 
 log = logging.getLogger(__name__)
 

@@ -9,14 +9,11 @@ from __future__ import annotations
 import base64
 import binascii
 import posixpath
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-from arborl.sandboxes import ExecResult
+from arborl.tasks import CodeTask
 
-from .tools import Tool, ToolResult
-
-if TYPE_CHECKING:
-    from .code import CodeEnv
+from ..tools import Tool, ToolResult, format_exec
 
 MAX_EDIT_BYTES = 2 * 1024 * 1024
 MAX_VIEW_LINES = 1000
@@ -40,27 +37,31 @@ base64 -d > "$f" || { cat > /dev/null; exit 1; }"""
 _LIST = r"""find "$1" -maxdepth 2 -not -path '*/.*' 2>/dev/null | sort | head -n 400"""
 
 
+class CodeWorkspace(Protocol):
+    """What the code tools use of their env (`CodeEnv` is one): the task, its sandbox,
+    command limits and the verifier. The tools depend on this, not on the env class."""
+
+    @property
+    def task(self) -> CodeTask: ...
+
+    @property
+    def sandbox(self) -> Any: ...
+
+    command_timeout_s: float
+    max_command_timeout_s: float
+    max_output_bytes: int
+
+    async def verify(self) -> tuple[float, dict[str, Any]]: ...
+
+
 class EditError(Exception):
     """A file operation that cannot be done; the message is shown to the model."""
-
-
-def format_exec(r: ExecResult, timeout: float) -> str:
-    """Command output as the model sees it, with its exit status on the last line."""
-    out = "\n".join(s.rstrip("\n") for s in (r.stdout, r.stderr) if s.rstrip("\n")) or "(no output)"
-    notes = [f"exit code: {r.exit_code}"]
-    if r.timed_out:
-        notes.append(f"timed out after {timeout:g}s: the command was killed")
-    if r.oom_killed:
-        notes.append("killed: out of memory")
-    if r.truncated:
-        notes.append(f"output truncated ({r.stdout_bytes + r.stderr_bytes} bytes in all)")
-    return f"{out}\n[{'; '.join(notes)}]"
 
 
 class _Files:
     """File access in the sandbox as the agent user."""
 
-    def __init__(self, env: CodeEnv) -> None:
+    def __init__(self, env: CodeWorkspace) -> None:
         self.env = env
 
     def abspath(self, path: str) -> str:
@@ -150,7 +151,7 @@ EDITOR_SCHEMA: dict[str, Any] = {
 class Editor:
     """`str_replace_editor`: view, create, str_replace, insert."""
 
-    def __init__(self, env: CodeEnv) -> None:
+    def __init__(self, env: CodeWorkspace) -> None:
         self.files = _Files(env)
 
     ARGS: ClassVar[dict[str, set[str]]] = {
@@ -243,7 +244,7 @@ class Editor:
         return f"Inserted into {path}. Lines around the change:\n{_snippet(new_text, insert_line + 1, new_str.count(chr(10)))}"
 
 
-def code_tools(env: CodeEnv) -> list[Tool]:
+def code_tools(env: CodeWorkspace) -> list[Tool]:
     """The tools of one code-env episode (bound to `env`)."""
 
     async def bash(command: str, timeout: int | None = None) -> ToolResult:

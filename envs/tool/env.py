@@ -23,12 +23,11 @@ from typing import Any, ClassVar
 from arborl.sandboxes import SandboxSpec
 from arborl.tasks import ToolDecl, ToolTask
 
-from .agentic import ToolCallingEnv
-from .base import Step, TaskError, stable_hash
-from .code_tools import format_exec
-from .parsers import ToolCall
+from ..base import Step, TaskError, stable_hash
+from ..parsers import ToolCall
+from ..tool_calling import ToolCallingEnv
+from ..tools import Tool, ToolBox, ToolResult, format_exec
 from .search import BM25, index_for_docs, index_for_path
-from .tools import Tool, ToolBox, ToolResult
 from .verifiers import score
 
 SYSTEM_PROMPT = (

@@ -44,8 +44,8 @@ def test_make_takes_kwargs_and_returns_the_env_itself(env_backend):
 
 def test_register_env_refuses_to_shadow_another_env():
     with pytest.raises(ValueError, match="already registered"):
-        register_env("arborl/Code-v0", "arborl.envs.tool:ToolEnv")
-    register_env("arborl/Code-v0", "arborl.envs.code:CodeEnv")  # the same again: fine
+        register_env("arborl/Code-v0", "arborl.envs.tool.env:ToolEnv")
+    register_env("arborl/Code-v0", "arborl.envs.code.env:CodeEnv")  # the same again: fine
     assert registered_ids().count("arborl/Code-v0") == 1
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from arborl.envs import get_parser
-from arborl.envs.verifiers import last_number
+from arborl.envs.tool.verifiers import last_number
 from arborl.tasks import Document, ToolTask
 
 pytestmark = pytest.mark.docker

@@ -11,7 +11,7 @@ import pytest
 
 import arborl.envs  # noqa: F401 - registers arborl/Tool-v0
 from arborl.envs import run_episodes_sync
-from arborl.envs.search import BM25
+from arborl.envs.tool.search import BM25
 from arborl.tasks import get_suite, load_corpus
 from arborl.tasks import tool_mini as tm
 
