@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shlex
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -52,9 +54,9 @@ SETUP_STEPS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "activate_window": (frozenset({"window_name"}), frozenset({"strict", "by_class"})),
     "close_window": (frozenset({"window_name"}), frozenset({"strict", "by_class"})),
     "upload_file": (frozenset({"files"}), frozenset()),
+    "download": (frozenset({"files"}), frozenset()),
 }
 UNSUPPORTED_STEPS = {
-    "download": "the sandbox has no network; ship the file with the suite and use `upload_file`",
     "chrome_open_tabs": "needs Google Chrome with remote debugging; the desktop image has no Chrome "
     "(the web env, arborl/Web-v0, drives Chromium)",
     "chrome_close_tabs": "needs Google Chrome with remote debugging",
@@ -87,6 +89,24 @@ MISSING_APPS = {
     "gedit": "mousepad",
 }
 
+#: The sandbox has no network, so a `download` step copies the file from a local cache, laid
+#: out as OSWorld's own (`<root>/<task id>/<uuid5(URL)>_<file name>`, its SetupController's
+#: names): OSWorld's `cache/` directory works as it is, and
+#: `python -m arborl.tasks.osworld_fetch TASKS` fills one on a host with network.
+DOWNLOAD_CACHE_ENV = "ARBORL_OSWORLD_CACHE"
+
+
+def default_download_cache() -> Path:
+    """`$ARBORL_OSWORLD_CACHE`, else `~/.cache/arborl/osworld`."""
+    root = os.environ.get(DOWNLOAD_CACHE_ENV)
+    return Path(root) if root else Path.home() / ".cache" / "arborl" / "osworld"
+
+
+def cached_download(root: str | Path, task_id: str, url: str, path: str) -> Path:
+    """Where the file a `download` step fetches from `url` to `path` is cached."""
+    return Path(root) / task_id / f"{uuid.uuid5(uuid.NAMESPACE_URL, url)}_{os.path.basename(path)}"
+
+
 GETTERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "vm_file": (frozenset({"path", "dest"}), frozenset({"multi", "gives"})),
     "vm_command_line": (frozenset({"command"}), frozenset({"shell"})),
@@ -97,6 +117,7 @@ GETTERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "vm_file_exists_in_vm_folder": (frozenset({"folder_name", "file_name"}), frozenset()),
     "vm_screen_size": (frozenset(), frozenset()),
     "vm_window_size": (frozenset({"app_class_name"}), frozenset()),
+    "default_video_player": (frozenset(), frozenset()),
     # arborl additions (OSWorld reads windows through its accessibility tree instead):
     "vm_active_window_title": (frozenset(), frozenset()),
     "vm_window_titles": (frozenset(), frozenset()),
@@ -104,8 +125,10 @@ GETTERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 UNSUPPORTED_GETTERS = {
     "cloud_file": "the harness has no network; ship the file with the suite (`upload_file` in the "
     "config, then `vm_file`) or compare against a `rule`",
-    "accessibility_tree": "the desktop image runs no AT-SPI accessibility bus",
-    "vm_terminal_output": "OSWorld reads it through the accessibility tree, which is not available",
+    "accessibility_tree": "not implemented, nor OSWorld's metrics that read it (check_accessibility_tree); "
+    "the desktop's AT-SPI tree is an observation (DesktopEnv(observation_type='a11y_tree'))",
+    "vm_terminal_output": "OSWorld reads GNOME Terminal's text through the accessibility tree; the "
+    "image's terminal is xterm, which has no accessibility support",
     "vm_wallpaper": "the desktop has no wallpaper manager",
     "content_from_vm_file": "reads .xlsx rows with pandas/openpyxl; convert with `ssconvert` in a "
     "`vm_command_line` getter instead",
@@ -134,6 +157,9 @@ METRICS: dict[str, frozenset[str]] = {
     "is_utc_0": frozenset(),
     "check_gnome_favorite_apps": frozenset(),
     "check_moved_jpgs": frozenset(),
+    # multi_apps metrics that need only Debian packages
+    "check_line_number": frozenset(),
+    "check_image_file_size": frozenset(),
     "infeasible": frozenset(),
 }
 #: Metrics that read only their `result` (OSWorld gives them no `expected`).
@@ -263,6 +289,9 @@ class DesktopTask(Task):
     evaluator: OSWorldEvaluator
     image: str = Field(GUI_IMAGE, description="the desktop image (Xvfb, openbox, apps)")
     base_dir: str | None = Field(None, description="directory of the task file (for upload_file)")
+    download_cache: str | None = Field(
+        None, description="root of the cache `download` steps read (see `cached_download`)"
+    )
 
     @model_validator(mode="after")
     def _uploads_exist(self) -> DesktopTask:
@@ -272,6 +301,19 @@ class DesktopTask(Task):
                     path = resolve_local(f["local_path"], self.base_dir)
                     if not path.is_file():
                         raise ValueError(f"upload_file: {f['local_path']!r} is not a file ({path})")
+            if step.type == "download":
+                root = self.download_cache or default_download_cache()
+                for f in step.parameters["files"]:
+                    if not f.get("url") or not f.get("path"):
+                        raise ValueError(f"download: a file needs a url and a path, got {f}")
+                    cached = cached_download(root, self.id, f["url"], f["path"])
+                    if not cached.is_file():
+                        raise UnsupportedOSWorldFeature(
+                            f"download: {f['path']} is not in the download cache ({cached}); the "
+                            "sandbox has no network. Fetch the task's files once on a host with "
+                            "network (python -m arborl.tasks.osworld_fetch TASK_FILES), or point "
+                            f"{DOWNLOAD_CACHE_ENV} at OSWorld's own cache/ directory"
+                        )
         return self
 
 
@@ -410,9 +452,14 @@ _INFO_KEYS = (
 
 
 def load_osworld_task(
-    source: str | Path | Mapping[str, Any], *, base_dir: str | Path | None = None
+    source: str | Path | Mapping[str, Any],
+    *,
+    base_dir: str | Path | None = None,
+    download_cache: str | Path | None = None,
 ) -> DesktopTask:
     """Read one OSWorld task (a JSON file path or the parsed dict) into a `DesktopTask`.
+
+    `download_cache` (default `default_download_cache()`) holds the files of `download` steps.
 
     Raises `UnsupportedOSWorldFeature` for what the desktop env cannot run, `ValueError` for
     malformed data; both name the task.
@@ -438,6 +485,7 @@ def load_osworld_task(
             config=tuple(data.get("config") or ()),
             evaluator=data.get("evaluator") or {},
             base_dir=str(base_dir) if base_dir is not None else None,
+            download_cache=str(download_cache or default_download_cache()),
             metadata={"osworld": osworld_info},
         )
     except UnsupportedOSWorldFeature as e:

@@ -59,6 +59,13 @@ exec "$@"
 """
 
 
+def vm_path(path: str) -> str:
+    """A path as OSWorld's VM server takes it: relative to the user's home, `/home/user` → HOME."""
+    if path == "/home/user" or path.startswith("/home/user/"):
+        return HOME + path[len("/home/user") :]
+    return path if path.startswith("/") else f"{HOME}/{path}"
+
+
 def uses_sudo(command: str | list[str]) -> bool:
     text = command if isinstance(command, str) else " ".join(command)
     return bool(_SUDO.search(text))

@@ -24,7 +24,7 @@ import logging
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from gymnasium import spaces
@@ -34,7 +34,8 @@ from arborl.tasks.osworld import DesktopTask, load_osworld_task
 
 from ..base import Step, TaskError, stable_hash
 from ..sandboxed import SandboxEnv
-from ..spaces import chat_observation_space
+from ..spaces import UnicodeText, chat_observation_space
+from .a11y import linearize, read_tree
 from .actions import ActionError, describe, parse_actions, to_commands
 from .commands import SHIM_DIR, SUDO_SHIM
 from .evaluators import evaluate
@@ -60,6 +61,8 @@ no variables or other code.
 Reply WAIT to wait a moment, DONE when the task is complete, FAIL if it cannot be done."""
 
 HOME = "/home/agent"
+ObservationType = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree"]
+OBSERVATION_TYPES: tuple[str, ...] = ("screenshot", "a11y_tree", "screenshot_a11y_tree")
 #: Desktop defaults written into the home directory of every desktop sandbox: no blinking
 #: cursor or animations (screenshots of the same state are equal), and which app opens what
 #: when a file is double-clicked in the file manager.
@@ -113,6 +116,7 @@ class DesktopEnv(SandboxEnv):
         open_wait_s: float = 30.0,
         limits: Limits | None = None,
         system_prompt: str = SYSTEM_PROMPT,
+        observation_type: ObservationType = "screenshot",
         **kwargs: Any,
     ) -> None:
         """
@@ -124,21 +128,28 @@ class DesktopEnv(SandboxEnv):
             launch_wait_s / open_wait_s: how long `launch` / `open` setup steps wait for a window.
             limits: the sandbox's resources (default: 2 GiB of memory, one CPU).
             system_prompt: the first message; `{width}` and `{height}` are filled in.
+            observation_type: OSWorld's observation types: "screenshot" (pixels), "a11y_tree"
+                (the accessibility tree: XML in `obs["a11y_tree"]`, a table of its named
+                nodes in the messages) or "screenshot_a11y_tree" (both).
             **kwargs: see `SandboxEnv` (pool, backend, park_s) and `TextEnv` (strict, render_mode).
         """
         super().__init__(**kwargs)
-        self.display = XDisplay(screen_width, screen_height)
-        self.observation_space = spaces.Dict(
-            {
-                "messages": chat_observation_space(),
-                "screenshot": spaces.Box(0, 255, (screen_height, screen_width, 3), np.uint8),
-            }
-        )
+        if observation_type not in OBSERVATION_TYPES:
+            raise ValueError(f"observation_type {observation_type!r}; one of {', '.join(OBSERVATION_TYPES)}")
+        self.observation_type = observation_type
+        self.display = XDisplay(screen_width, screen_height, a11y="a11y" in observation_type)
+        obs: dict[str, spaces.Space[Any]] = {"messages": chat_observation_space()}
+        if "screenshot" in observation_type:
+            obs["screenshot"] = spaces.Box(0, 255, (screen_height, screen_width, 3), np.uint8)
+        if self.display.a11y:
+            obs["a11y_tree"] = UnicodeText()
+        self.observation_space = spaces.Dict(obs)
         self.settle_s, self.wait_s, self.max_wait_s = settle_s, wait_s, max_wait_s
         self.launch_wait_s, self.open_wait_s = launch_wait_s, open_wait_s
         self.limits = limits or Limits(memory_mb=2048)
         self.system_prompt = system_prompt
         self._screen = Screen(None)
+        self._tree = ""
         self._cache: tempfile.TemporaryDirectory[str] | None = None
         self._ctx: StepContext | None = None
         self._last_action: str | None = None
@@ -162,7 +173,8 @@ class DesktopEnv(SandboxEnv):
             # NO_AT_BRIDGE: GTK apps would wait for an accessibility bus that does not exist;
             # GSETTINGS_BACKEND=keyfile: no dconf daemon (no D-Bus) in the sandbox, and unlike
             # `memory` a `gsettings set` persists (in ~/.config/glib-2.0/settings/keyfile).
-            env={**self.display.env, "NO_AT_BRIDGE": "1", "GSETTINGS_BACKEND": "keyfile"},
+            # With the accessibility tree on, the display's env has the session bus instead.
+            env={"NO_AT_BRIDGE": "1", **self.display.env, "GSETTINGS_BACKEND": "keyfile"},
             files=DESKTOP_FILES,
             setup=(
                 # OSWorld's conventions (see `commands`): ~/Desktop, /home/user for its user's
@@ -199,13 +211,15 @@ class DesktopEnv(SandboxEnv):
             display=self.display,
             cache_dir=Path(self._cache.name),
             base_dir=task.base_dir,
+            task_id=task.id,
+            download_cache=task.download_cache,
             launch_wait_s=self.launch_wait_s,
             open_wait_s=self.open_wait_s,
         )
 
     # ---- the episode ------------------------------------------------------------------------
     async def on_reset(self, task: DesktopTask) -> list[dict[str, str]]:
-        self._last_action, self._screen = None, Screen(None)
+        self._last_action, self._screen, self._tree = None, Screen(None), ""
         await self._start_display(task)
         self._ctx = self._new_context(task)
         await run_steps(self._ctx, task.config, "config")
@@ -213,8 +227,18 @@ class DesktopEnv(SandboxEnv):
         w, h = self.display.width, self.display.height
         return [
             {"role": "system", "content": self.system_prompt.format(width=w, height=h)},
-            {"role": "user", "content": f"{task.instruction}\n\n{self._screen.describe(w, h)}"},
+            {"role": "user", "content": f"{task.instruction}\n\n{await self._look()}"},
         ]
+
+    async def _look(self) -> str:
+        """What the messages say about the screen: the window list, and with the
+        accessibility tree on, the tree read now (kept for the observation) as a table."""
+        w, h = self.display.width, self.display.height
+        text = self._screen.describe(w, h)
+        if self.display.a11y:
+            self._tree = await read_tree(self.sandbox, self.display.env)
+            text += f"\n\nAccessibility tree:\n{linearize(self._tree)}"
+        return text
 
     def reset_info(self) -> dict[str, Any]:
         return {
@@ -227,7 +251,7 @@ class DesktopEnv(SandboxEnv):
         try:
             return await self._act(action)
         except BaseException:
-            self._screen = Screen(None)  # what the step left on screen is unknown: show a blank one
+            self._screen, self._tree = Screen(None), ""  # what the step left is unknown: show a blank one
             raise
 
     async def _act(self, action: str) -> Step:
@@ -237,7 +261,7 @@ class DesktopEnv(SandboxEnv):
         except ActionError as e:
             _, self._screen = await self.display.run(self.sandbox)
             return Step(
-                f"Error: {e}. Nothing was done.\n\n{self._screen.describe(w, h)}",
+                f"Error: {e}. Nothing was done.\n\n{await self._look()}",
                 info={"format_error": True, "action_error": str(e), **self._screen_info()},
             )
         todo, final, ignored = [], None, 0
@@ -265,7 +289,7 @@ class DesktopEnv(SandboxEnv):
         if act is not None and act.error:
             info["action_error"] = act.error
         if final is None:
-            return Step(f"{report}\n\n{self._screen.describe(w, h)}".strip(), info=info)
+            return Step(f"{report}\n\n{await self._look()}".strip(), info=info)
         self._last_action = final
         score, details = await self._evaluate()
         info["evaluation"] = details
@@ -295,11 +319,13 @@ class DesktopEnv(SandboxEnv):
 
     # ---- observations -------------------------------------------------------------------------
     async def make_observation(self, messages: Any) -> dict[str, Any]:
-        image = self._screen.image
-        return {
-            "messages": messages,
-            "screenshot": image.copy() if image is not None else self.display.blank(),
-        }
+        obs: dict[str, Any] = {"messages": messages}
+        if "screenshot" in self.observation_type:
+            image = self._screen.image
+            obs["screenshot"] = image.copy() if image is not None else self.display.blank()
+        if self.display.a11y:
+            obs["a11y_tree"] = self._tree
+        return obs
 
     async def state_hash(self) -> str:
         """The screen's pixels and window list: equal screens are the same state."""

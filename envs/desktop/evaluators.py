@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import shlex
+from collections import Counter
 from typing import Any
 
 from arborl.sandboxes import SandboxCrashed, SandboxFileNotFound, SandboxUnresponsive
@@ -75,6 +76,33 @@ async def _list_directory(ctx: StepContext, p: dict[str, Any]) -> dict[str, Any]
     return json.loads(r.stdout) if r.exit_code == 0 and r.stdout.strip() else None
 
 
+#: The video MIME types (video/...) whose default app OSWorld's `default_video_player` asks
+#: `xdg-mime` for; the answer is the app named most often.
+_VIDEO_TYPES = (
+    "3gp 3gpp 3gpp2 avi divx dv fli flv mp2t mp4 mp4v-es mpeg mpeg-system msvideo ogg quicktime "
+    "vnd.divx vnd.mpegurl vnd.rn-realvideo webm x-anim x-avi x-flc x-fli x-flv x-m4v x-matroska "
+    "x-mpeg x-mpeg-system x-mpeg2 x-ms-asf x-ms-asf-plugin x-ms-asx x-ms-wm x-ms-wmv x-ms-wmx "
+    "x-ms-wvx x-msvideo x-nsv x-ogm x-ogm+ogg x-theora x-theora+ogg"
+)
+VIDEO_TYPES = tuple(_VIDEO_TYPES.split())
+_END = "@@arborl-end@@"
+
+
+async def _default_video_player(ctx: StepContext) -> str:
+    """The desktop user's default app for video files, as OSWorld's getter: `xdg-mime query
+    default video/T` for each type (its stdout, newline included), the most frequent non-empty
+    answer (the first seen on a tie), or "unknown"."""
+    loop = (
+        f"for t in {' '.join(VIDEO_TYPES)}; do xdg-mime query default video/$t 2>/dev/null; echo {_END}; done"
+    )
+    r = await ctx.sandbox.exec(
+        ["/bin/sh", "-c", loop], timeout=120, **commands.exec_options(loop, ctx.display.env)
+    )
+    apps = [a.lstrip("\n") for a in r.stdout.split(_END)[: len(VIDEO_TYPES)]]
+    apps = [a for a in apps if a]
+    return Counter(apps).most_common(1)[0][0] if apps else "unknown"
+
+
 async def get(getter: OSWorldGetter | None, ctx: StepContext) -> Any:
     """Run one getter (OSWorld's `get_<type>`)."""
     if getter is None:
@@ -97,6 +125,8 @@ async def get(getter: OSWorldGetter | None, ctx: StepContext) -> Any:
         path = f"{str(p['folder_name']).rstrip('/')}/{p['file_name']}"
         r = await ctx.sandbox.exec(f"test -e {shlex.quote(path)}", timeout=10)
         return r.exit_code == 0
+    if kind == "default_video_player":
+        return await _default_video_player(ctx)
     if kind == "vm_screen_size":
         return {"width": ctx.display.width, "height": ctx.display.height}
     windows = await ctx.display.windows(ctx.sandbox)
@@ -123,6 +153,7 @@ GETTER_TYPES = (
     "vm_file_exists_in_vm_folder",
     "vm_screen_size",
     "vm_window_size",
+    "default_video_player",
     "vm_active_window_title",
     "vm_window_titles",
 )

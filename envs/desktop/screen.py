@@ -29,6 +29,7 @@ from ..sandboxed import TimedSandbox
 
 RUN_DIR = "/tmp/.arborl"  # per-episode files: logs, the screenshot (reset wipes /tmp)
 SHOT = f"{RUN_DIR}/screen.rgb.gz"
+BUS = f"unix:path={RUN_DIR}/session-bus"  # the D-Bus session bus of an a11y display
 
 
 class DisplayError(SandboxError):
@@ -92,13 +93,18 @@ def _q(x: Any) -> str:
 class XDisplay:
     """Starts and drives the X display `display` of one sandbox (commands over its channel)."""
 
-    def __init__(self, width: int = 1024, height: int = 768, display: str = ":1") -> None:
+    def __init__(self, width: int = 1024, height: int = 768, display: str = ":1", a11y: bool = False) -> None:
         self.width, self.height, self.display = width, height, display
         self.number = display.lstrip(":").split(".")[0]
+        self.a11y = a11y
 
     @property
     def env(self) -> dict[str, str]:
-        return {"DISPLAY": self.display}
+        """The environment of the display's programs; with `a11y`, the session bus's address
+        and the ATK bridge on (GTK apps then register with AT-SPI)."""
+        if not self.a11y:
+            return {"DISPLAY": self.display}
+        return {"DISPLAY": self.display, "DBUS_SESSION_BUS_ADDRESS": BUS, "NO_AT_BRIDGE": "0"}
 
     # ---- start ----------------------------------------------------------------------------
     def _server_script(self) -> str:
@@ -123,11 +129,30 @@ class XDisplay:
             f"echo 'openbox did not come up:' >&2; tail -5 {RUN_DIR}/openbox.log >&2; exit 1"
         )
 
+    def _a11y_script(self) -> str:
+        # A session bus, then AT-SPI's bus launcher (its own bus + the registry daemon); ready
+        # when the launcher answers org.a11y.Bus.GetAddress on the session bus.
+        ready = (
+            "dbus-send --session --print-reply --dest=org.a11y.Bus /org/a11y/bus "
+            "org.a11y.Bus.GetAddress >/dev/null 2>&1"
+        )
+        return (
+            f"dbus-daemon --session --fork --nopidfile --address={BUS} >{RUN_DIR}/dbus.log 2>&1 </dev/null && "
+            f"(setsid /usr/libexec/at-spi-bus-launcher --launch-immediately >{RUN_DIR}/at-spi.log 2>&1 </dev/null &) && "
+            f"for i in $(seq 250); do {ready} && exit 0; sleep 0.02; done; "
+            f"echo 'the AT-SPI bus did not come up:' >&2; tail -5 {RUN_DIR}/dbus.log {RUN_DIR}/at-spi.log >&2; exit 1"
+        )
+
     async def start(self, sb: TimedSandbox) -> None:
-        """Start the X server (root) and the window manager (agent); raises DisplayError."""
+        """Start the X server (root), with `a11y` a session bus and AT-SPI (agent), and the
+        window manager (agent); raises DisplayError."""
         r = await sb.exec(self._server_script(), user="root", timeout=20, env=self.env)
         if not r.ok:
             raise DisplayError(f"the X server did not start: {r.output.strip()[-500:]}")
+        if self.a11y:
+            r = await sb.exec(self._a11y_script(), timeout=20, env=self.env)
+            if not r.ok:
+                raise DisplayError(f"the accessibility bus did not start: {r.output.strip()[-500:]}")
         r = await sb.exec(self._wm_script(), timeout=20, env=self.env)
         if not r.ok:
             raise DisplayError(f"the window manager did not start: {r.output.strip()[-500:]}")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arborl.tasks.osworld import OSWorldStep, open_with, resolve_local
+from arborl.tasks.osworld import OSWorldStep, cached_download, open_with, resolve_local
 
 from ..base import TaskError
 from ..sandboxed import TimedSandbox
@@ -48,6 +48,8 @@ class StepContext:
     display: XDisplay
     cache_dir: Path
     base_dir: str | None = None
+    task_id: str = ""
+    download_cache: str | None = None
     launch_wait_s: float = 5.0
     open_wait_s: float = 30.0
     command_timeout_s: float = 120.0
@@ -173,6 +175,16 @@ async def run_step(ctx: StepContext, step: OSWorldStep) -> dict[str, Any]:
         for f in p["files"]:
             data = resolve_local(f["local_path"], ctx.base_dir).read_bytes()
             await ctx.sandbox.write_file(str(f["path"]), data)
+        return {"files": len(p["files"])}
+    if kind == "download":
+        # OSWorld's VM server saves a relative path under its working directory, the user's home.
+        for f in p["files"]:
+            cached = cached_download(ctx.download_cache or "", ctx.task_id, f["url"], f["path"])
+            try:
+                data = cached.read_bytes()
+            except OSError as e:
+                raise DesktopSetupError(f"download: {f['path']}: the cached file is gone ({e})") from e
+            await ctx.sandbox.write_file(commands.vm_path(str(f["path"])), data)
         return {"files": len(p["files"])}
     raise DesktopSetupError(f"setup step {kind!r} is not implemented")  # the loader refuses these
 

@@ -70,7 +70,7 @@ def test_single_and_list_evaluators_normalise_to_lists():
 @pytest.mark.parametrize(
     ("change", "error", "message"),
     [
-        ({"config": [{"type": "download", "parameters": {"files": []}}]}, UnsupportedOSWorldFeature, "no network"),
+        ({"config": [{"type": "download", "parameters": {"files": [{"url": "https://example.org/x.sh", "path": "x.sh"}]}}]}, UnsupportedOSWorldFeature, "x.sh is not in the download cache"),
         ({"config": [{"type": "chrome_open_tabs", "parameters": {"urls_to_open": []}}]}, UnsupportedOSWorldFeature, "Chrome"),
         ({"config": [{"type": "teleport", "parameters": {}}]}, UnsupportedOSWorldFeature, "unknown setup step 'teleport'"),
         ({"config": [{"type": "launch", "parameters": {"command": ["gedit"]}}]}, UnsupportedOSWorldFeature, "use mousepad"),

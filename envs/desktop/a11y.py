@@ -1,0 +1,124 @@
+"""The accessibility tree of the desktop (AT-SPI), OSWorld's `a11y_tree` observation.
+
+    display = XDisplay(a11y=True)          # a D-Bus session bus + AT-SPI's bus in the sandbox
+    xml = await read_tree(sandbox, display.env)
+    table = linearize(xml)                  # what a text-only model reads
+
+The sandbox runs a D-Bus session bus and AT-SPI's bus launcher and registry (at-spi2-core);
+GTK apps find them through `DBUS_SESSION_BUS_ADDRESS` and register through their ATK bridge.
+`TREE_SCRIPT` walks the registry with pyatspi (Debian's python3-pyatspi) inside the sandbox
+and prints XML in OSWorld's form: one element per accessible named by its role (`push-button`,
+`text`, ...), with `name`, the states (`st:focused="true"`), the object attributes (`attr:`),
+its screen position and size (`cp:screencoord="(x, y)"`, `cp:size="(w, h)"`) and its text.
+Only showing, visible objects are listed (as OSWorld's observation filter does), at most
+`MAX_NODES` of them. X-only programs (xterm, openbox's frames) have no accessible objects.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from ..sandboxed import TimedSandbox
+
+ST = "https://accessibility.ubuntu.example.org/ns/state"
+ATTR = "https://accessibility.ubuntu.example.org/ns/attributes"
+CP = "https://accessibility.ubuntu.example.org/ns/component"
+MAX_NODES = 3000
+MAX_TEXT = 500
+
+#: Runs in the sandbox (python3 with pyatspi); prints the tree as XML on stdout.
+TREE_SCRIPT = f"""
+import sys, xml.etree.ElementTree as ET
+import pyatspi
+ST, ATTR, CP = {ST!r}, {ATTR!r}, {CP!r}
+MAX_NODES, MAX_TEXT = {MAX_NODES}, {MAX_TEXT}
+count = 0
+
+def state_names(node):
+    try:
+        return [pyatspi.stateToString(s) for s in node.getState().getStates()]
+    except Exception:
+        return []
+
+def element(node, depth):
+    global count
+    states = state_names(node)
+    role = (node.getRoleName() or "unknown").replace(" ", "-")
+    if depth > 1 and ("showing" not in states or "visible" not in states):
+        return None
+    count += 1
+    e = ET.Element(role, {{"name": node.name or ""}})
+    for s in states:
+        e.set("{{%s}}%s" % (ST, s.replace(" ", "-")), "true")
+    try:
+        for kv in node.getAttributes():
+            k, _, v = kv.partition(":")
+            if k.replace("-", "").replace("_", "").isalnum():
+                e.set("{{%s}}%s" % (ATTR, k), v)
+    except Exception:
+        pass
+    try:
+        c = node.queryComponent()
+        x, y, w, h = c.getExtents(pyatspi.DESKTOP_COORDS)
+        e.set("{{%s}}screencoord" % CP, "(%d, %d)" % (x, y))
+        e.set("{{%s}}size" % CP, "(%d, %d)" % (w, h))
+    except Exception:
+        pass
+    try:
+        t = node.queryText()
+        e.text = t.getText(0, min(t.characterCount, MAX_TEXT))
+    except Exception:
+        pass
+    for i in range(min(node.childCount, 500)):
+        if count >= MAX_NODES:
+            break
+        try:
+            child = node.getChildAtIndex(i)
+        except Exception:
+            continue
+        if child is not None:
+            sub = element(child, depth + 1)
+            if sub is not None:
+                e.append(sub)
+    return e
+
+ET.register_namespace("st", ST); ET.register_namespace("attr", ATTR); ET.register_namespace("cp", CP)
+root = ET.Element("desktop-frame", {{"name": "main"}})
+desktop = pyatspi.Registry.getDesktop(0)
+for i in range(desktop.childCount):
+    app = desktop.getChildAtIndex(i)
+    if app is not None and count < MAX_NODES:
+        sub = element(app, 1)
+        if sub is not None:
+            root.append(sub)
+sys.stdout.write(ET.tostring(root, encoding="unicode"))
+"""
+
+
+async def read_tree(sb: TimedSandbox, env: dict[str, str], timeout: float = 30.0) -> str:
+    """The desktop's accessibility tree as XML ("" when the registry cannot be read)."""
+    r = await sb.exec(["python3", "-c", TREE_SCRIPT], timeout=timeout, env=env, max_output=16 << 20)
+    return r.stdout if r.exit_code == 0 and r.stdout.startswith("<desktop-frame") else ""
+
+
+def linearize(tree_xml: str, max_lines: int = 400) -> str:
+    """A tab-separated table of the tree's named or texted nodes, one per line, as OSWorld's
+    agents show it to text-only models: tag, name, text, position (top-left x, y), size (w, h)."""
+    lines = ["tag\tname\ttext\tposition (top-left x&y)\tsize (w&h)"]
+    if not tree_xml:
+        return lines[0]
+    try:
+        root = ET.fromstring(tree_xml)
+    except ET.ParseError:
+        return lines[0]
+    for node in root.iter():
+        name, text = node.get("name", ""), (node.text or "").strip()
+        size = node.get(f"{{{CP}}}size", "")
+        if node is root or not (name or text) or size in ("", "(0, 0)"):
+            continue
+        text = text.replace("\n", "\\n")[:100]
+        lines.append(f"{node.tag}\t{name}\t{text}\t{node.get(f'{{{CP}}}screencoord', '')}\t{size}")
+        if len(lines) > max_lines:
+            lines.append("...")
+            break
+    return "\n".join(lines)
