@@ -5,7 +5,7 @@
   (chat.py); `engines/`: transformers, vLLM, OpenAI-compatible backends.
 """
 
-from .agent import Agent, AgentConfig, AgentEpisode, EpisodeState, ForkMismatch, TextPolicy
+from .agent import Agent, AgentConfig, AgentEpisode, EpisodeState, ForkMismatch
 from .chat import ChatTemplateError, TokenizedChat, check_append_only
 from .trajectory import Trajectory, TrajectoryTree, TreeNode, Turn, read_trajectories, write_trajectories
 
@@ -16,7 +16,6 @@ __all__ = [
     "ChatTemplateError",
     "EpisodeState",
     "ForkMismatch",
-    "TextPolicy",
     "TokenizedChat",
     "Trajectory",
     "TrajectoryTree",

@@ -38,6 +38,7 @@ import gymnasium
 from pydantic import BaseModel, ConfigDict, Field
 
 from arborl.envs import afinish, arelease, areset, astep, observation_messages, on_envs
+from arborl.tasks import Policy
 
 from .chat import TokenizedChat, check_append_only
 from .engines import Generation, InferenceEngine, SamplingParams
@@ -45,8 +46,6 @@ from .trajectory import Trajectory, Turn
 
 log = logging.getLogger(__name__)
 Gate = Callable[[], Awaitable[None]]
-#: A scripted text policy, `(messages, info) -> reply` (what `arborl.envs.run_episode` drives).
-TextPolicy = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[str] | str]
 
 
 class AgentConfig(BaseModel):
@@ -121,7 +120,7 @@ class Agent:
         group_id: str = "",
         seed: int | None = None,
         gate: Gate | None = None,
-        demo: TextPolicy | None = None,
+        demo: Policy | None = None,
     ) -> AgentEpisode:
         """Reset `env` on `task`, take turns until the episode ends, release the sandbox.
 
@@ -144,7 +143,7 @@ class Agent:
         tasks: Sequence[Any],
         *,
         concurrency: int = 16,
-        demo: Callable[[Any], TextPolicy] | None = None,
+        demo: Callable[[Any], Policy] | None = None,
     ) -> list[AgentEpisode]:
         """One episode per task on `concurrency` envs made for the call (closed after); `demo`,
         a factory ``task -> policy``, replays scripted solutions instead of sampling."""
@@ -185,7 +184,7 @@ class Agent:
         self,
         state: EpisodeState,
         gate: Gate | None = None,
-        demo: TextPolicy | None = None,
+        demo: Policy | None = None,
         prefix: Turn | None = None,
     ) -> None:
         """One turn: generate a reply (or take `demo`'s), step the env, append the observation.
@@ -269,7 +268,7 @@ class Agent:
         return copied
 
     # ---- internals --------------------------------------------------------------------
-    async def _demonstrate(self, state: EpisodeState, demo: TextPolicy) -> Generation:
+    async def _demonstrate(self, state: EpisodeState, demo: Policy) -> Generation:
         start = time.perf_counter()
         reply = demo(list(state.messages), dict(state.infos[-1]))
         text = await reply if inspect.isawaitable(reply) else reply

@@ -10,13 +10,14 @@ import json
 import sys
 from typing import Any
 
+from arborl.tasks.entry_points import load_entry_point
+
 
 def _summary(entry_point: Any) -> str:
     """The first line of the env class's docstring (imports the class, not its heavy deps)."""
     try:
         if isinstance(entry_point, str):
-            module, _, name = entry_point.partition(":")
-            entry_point = getattr(importlib.import_module(module), name)
+            entry_point = load_entry_point(entry_point)
         doc = inspect.getdoc(entry_point) or ""
     except Exception as e:  # an env whose module does not import is listed, with the reason
         return f"(cannot import: {type(e).__name__}: {e})"

@@ -17,20 +17,18 @@ Sync inner methods run in a worker thread, so a slow env never blocks the event 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from arborl.tasks.entry_points import load_entry_point
+
 from .base import Step, TextEnv
 
 
 def _resolve(ref: str | Callable[..., Any]) -> Callable[..., Any]:
-    if isinstance(ref, str):
-        module, _, attr = ref.partition(":")
-        return getattr(importlib.import_module(module), attr)
-    return ref
+    return load_entry_point(ref) if isinstance(ref, str) else ref  # type: ignore[no-any-return]
 
 
 async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

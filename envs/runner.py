@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 
 import gymnasium
 
+from arborl.tasks import Policy
+
 from .aio import afinish, arelease, areset, astep
 from .runtime import get_runtime
 from .spaces import observation_messages
@@ -29,7 +31,6 @@ log = logging.getLogger(__name__)
 W = TypeVar("W")  # a worker: an env, or a slot holding one
 T = TypeVar("T")
 R = TypeVar("R")
-Policy = Callable[[list[dict[str, str]], dict[str, Any]], Awaitable[str] | str]
 
 
 @dataclass
@@ -53,9 +54,39 @@ class Episode:
         return len(self.rewards)
 
 
+class PolicyError(RuntimeError):
+    """The policy raised (not the env); the policy's exception is the cause."""
+
+
 async def _reply(policy: Policy, messages: list[dict[str, str]], info: dict[str, Any]) -> str:
-    out = policy(list(messages), info)
-    return await out if inspect.isawaitable(out) else out
+    try:
+        out = policy(list(messages), info)
+        return await out if inspect.isawaitable(out) else out
+    except Exception as e:
+        raise PolicyError(f"{type(e).__name__}: {e}") from e
+
+
+async def play_episode(
+    env: gymnasium.Env, policy: Policy, task: Any, ep: Episode, *, max_turns: int, seed: int | None = None
+) -> None:
+    """The episode loop of a text policy: reset `env` on `task`, then reply, step, record
+    into `ep`, until the env ends the episode (``ep.terminated`` / ``ep.truncated`` set) or
+    `max_turns` replies were made (both left False: the caller scores the state). Raises
+    what the env raises, and `PolicyError` when the policy does; `ep` holds what happened
+    until then. `run_episode` and the eval's policy driver both run episodes through it."""
+    obs, info = await areset(env, seed=seed, options={"task": task} if task is not None else None)
+    ep.messages.extend(observation_messages(obs))
+    ep.infos.append(info)
+    for _ in range(max_turns):
+        reply = str(await _reply(policy, ep.messages, info))
+        ep.messages.append({"role": "assistant", "content": reply})
+        obs, reward, terminated, truncated, info = await astep(env, reply)
+        ep.messages.extend(observation_messages(obs))
+        ep.rewards.append(float(reward))
+        ep.infos.append(info)
+        if terminated or truncated:
+            ep.terminated, ep.truncated = bool(terminated), bool(truncated)
+            return
 
 
 async def run_episode(
@@ -65,28 +96,17 @@ async def run_episode(
     task_id = getattr(task, "id", None) or (task.get("id") if isinstance(task, dict) else None) or ""
     ep = Episode(task_id=str(task_id))
     try:
-        obs, info = await areset(env, seed=seed, options={"task": task} if task is not None else None)
-        ep.messages.extend(observation_messages(obs))
-        ep.infos.append(info)
-        for _ in range(max_turns):
-            reply = await _reply(policy, ep.messages, info)
-            ep.messages.append({"role": "assistant", "content": reply})
-            obs, reward, terminated, truncated, info = await astep(env, reply)
-            ep.messages.extend(observation_messages(obs))
-            ep.rewards.append(float(reward))
-            ep.infos.append(info)
-            if terminated or truncated:
-                ep.terminated, ep.truncated = bool(terminated), bool(truncated)
-                break
-        else:
+        await play_episode(env, policy, task, ep, max_turns=max_turns, seed=seed)
+        if not (ep.terminated or ep.truncated):
             bonus, extra = await afinish(env)
             if ep.rewards:
                 ep.rewards[-1] += bonus
             ep.infos[-1] = {**ep.infos[-1], **extra, "truncated_by": "runner_max_turns"}
             ep.truncated = True
     except Exception as e:
-        log.warning("episode of %s failed: %s: %s", ep.task_id, type(e).__name__, e)
-        ep.error = f"{type(e).__name__}: {e}"
+        cause = e.__cause__ if isinstance(e, PolicyError) and e.__cause__ is not None else e
+        log.warning("episode of %s failed: %s: %s", ep.task_id, type(cause).__name__, cause)
+        ep.error = f"{type(cause).__name__}: {cause}"
         ep.truncated = True
         try:
             await afinish(env)

@@ -11,14 +11,14 @@ runner retries those); anything the policy or model does wrong is recorded in th
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import gymnasium
 
-from arborl.envs import afinish, areset, astep, observation_messages
+from arborl.envs import afinish
+from arborl.envs.runner import Episode, PolicyError, play_episode
 from arborl.envs.wrappers import approx_tokens
 from arborl.sandboxes import ImageBuildError, SandboxError, SandboxUnavailable
 from arborl.tasks import Suite, Task
@@ -91,28 +91,16 @@ class PolicyDriver:
         self.factory: Callable[[Task], Any] = suite.gold_policy if kind == "gold" else suite.empty_policy
 
     async def run(self, env: gymnasium.Env, task: Task, sample: int, max_turns: int) -> EpisodeRecord:
-        policy = self.factory(task)
+        policy, ep, error = self.factory(task), Episode(task_id=task.id), None
         try:
-            obs, info = await areset(env, options={"task": task})
+            await play_episode(env, policy, task, ep, max_turns=max_turns)
+        except PolicyError as e:
+            error = f"PolicyError: {e}"
         except SandboxError as e:
+            if ep.infos:  # mid-episode: the runner sees the env fail
+                raise
             raise InfraError(f"{type(e).__name__}: {e}", permanent=isinstance(e, PERMANENT)) from e
-        rec = EpisodeRecord(list(observation_messages(obs)), [info], [])
-        for _ in range(max_turns):
-            try:
-                reply = policy(list(rec.messages), info)
-                if inspect.isawaitable(reply):
-                    reply = await reply
-            except Exception as e:
-                rec.error = f"PolicyError: {type(e).__name__}: {e}"
-                break
-            rec.messages.append({"role": "assistant", "content": str(reply)})
-            obs, reward, terminated, truncated, info = await astep(env, str(reply))
-            rec.messages += observation_messages(obs)
-            rec.rewards.append(float(reward))
-            rec.infos.append(info)
-            if terminated or truncated:
-                rec.terminated, rec.truncated = bool(terminated), bool(truncated)
-                break
+        rec = EpisodeRecord(ep.messages, ep.infos, ep.rewards, ep.terminated, ep.truncated, error)
         if not (rec.terminated or rec.truncated):  # out of turns (or the policy failed): score it now
             bonus, extra = await afinish(env)
             if rec.rewards:

@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import arborl.envs  # noqa: F401 - registers the arborl/* env ids
-from arborl.envs import SandboxEnv, aclose, arelease
+from arborl.envs import SandboxEnv, aclose, arelease, on_envs
 from arborl.sandboxes import PoolConfig, SandboxError, SandboxPool, make_backend
 from arborl.tasks import Suite, Task, get_suite
 from arborl.tasks.suites import SUITES
@@ -281,9 +281,6 @@ class EvalRun:
             if self.predictions is not None
             else make_driver(cfg.agent, self.suite, cfg.model, self.max_turns)
         )
-        queue: asyncio.Queue[tuple[Task, int]] = asyncio.Queue()
-        for item in work:
-            queue.put_nowait(item)
         resolved = 0
         columns = (
             TextColumn("[bold]{task.description}"),
@@ -295,22 +292,20 @@ class EvalRun:
         with Progress(*columns, console=self.console, transient=False) as progress:
             bar = progress.add_task(f"{cfg.suite} · {cfg.agent}", total=len(work), resolved=0)
 
-            async def worker() -> None:
+            async def run(slot: dict[str, gymnasium.Env], _: int, item: tuple[Task, int]) -> None:
                 nonlocal resolved
-                slot = {"env": self.make_env()}
-                try:
-                    while not queue.empty():
-                        task, sample = queue.get_nowait()
-                        result = await self.run_item(slot, task, sample)
-                        store.put(result)
-                        resolved += result.success
-                        progress.update(bar, advance=1, resolved=resolved)
-                finally:
-                    await aclose(slot["env"])
+                result = await self.run_item(slot, *item)
+                store.put(result)
+                resolved += result.success
+                progress.update(bar, advance=1, resolved=resolved)
 
+            slots: list[dict[str, gymnasium.Env]] = []  # an env each; run_item replaces a broken one
             try:
-                await asyncio.gather(*(worker() for _ in range(min(cfg.concurrency, len(work)))))
+                slots += [{"env": self.make_env()} for _ in range(min(cfg.concurrency, len(work)))]
+                await on_envs(slots, work, run)
             finally:
+                for slot in slots:
+                    await aclose(slot["env"])
                 await self.driver.close()
         return skipped, len(work)
 

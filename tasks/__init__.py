@@ -1,7 +1,17 @@
 """arborl.tasks: what the environments are asked to do (plain data, no behaviour), and suites of it."""
 
+from .entry_points import EntryPointError, load_entry_point
 from .spec import BASE_IMAGE, CodeTask, Document, Task, ToolDecl, ToolTask, coerce_task, load_corpus
-from .suites import SUITES, Suite, SuiteError, get_suite, list_suites, register_builtin_suites, register_suite
+from .suites import (
+    SUITES,
+    Policy,
+    Suite,
+    SuiteError,
+    get_suite,
+    list_suites,
+    register_builtin_suites,
+    register_suite,
+)
 
 register_builtin_suites()
 
@@ -10,6 +20,8 @@ __all__ = [
     "SUITES",
     "CodeTask",
     "Document",
+    "EntryPointError",
+    "Policy",
     "Suite",
     "SuiteError",
     "Task",
@@ -19,5 +31,6 @@ __all__ = [
     "get_suite",
     "list_suites",
     "load_corpus",
+    "load_entry_point",
     "register_suite",
 ]

@@ -18,14 +18,22 @@ once (it must resolve 0 %).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from .entry_points import EntryPointError, load_entry_point
 from .spec import Task
 
-Policy = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[str] | str]
+
+class Policy(Protocol):
+    """A scripted text policy, ``(messages, info) -> reply`` (sync or async): what
+    `arborl.envs.run_episode` drives, what a suite's gold and empty factories return, what
+    `Agent.run_episode(demo=...)` replays. The one definition: import it from here."""
+
+    def __call__(self, messages: list[dict[str, Any]], info: dict[str, Any], /) -> Awaitable[str] | str: ...
+
+
 PolicyFactory = Callable[[Task], Policy]
 
 
@@ -37,13 +45,10 @@ def resolve(entry: str | Callable[..., Any]) -> Callable[..., Any]:
     """A callable, or the object a ``"package.module:attribute"`` string names."""
     if callable(entry):
         return entry
-    module, sep, attr = entry.partition(":")
-    if not sep or not module or not attr:
-        raise SuiteError(f"entry point {entry!r} is not of the form 'package.module:function'")
     try:
-        obj = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
-        raise SuiteError(f"cannot load {entry}: {type(e).__name__}: {e}") from e
+        obj = load_entry_point(entry)
+    except EntryPointError as e:
+        raise SuiteError(str(e)) from e
     if not callable(obj):
         raise SuiteError(f"{entry} is not callable")
     return obj  # type: ignore[no-any-return]

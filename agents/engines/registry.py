@@ -6,11 +6,12 @@ Backends import their heavy dependencies (vllm, httpx) only when built, so impor
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
+
+from arborl.tasks.entry_points import load_entry_point
 
 from .base import InferenceEngine
 from .config import EngineConfig
@@ -48,7 +49,6 @@ def make_engine(config: BaseModel | Mapping[str, Any]) -> InferenceEngine:
     kind = getattr(cfg, "type", None)
     if kind not in _ENTRY_POINTS:
         raise ValueError(f"unknown engine type {kind!r}; registered: {engine_kinds()}")
-    module, _, name = _ENTRY_POINTS[kind].partition(":")
-    cls = getattr(importlib.import_module(module), name)
+    cls = load_entry_point(_ENTRY_POINTS[kind])
     engine: InferenceEngine = cls(cfg)
     return engine

@@ -15,13 +15,13 @@ trajectories that gathered the same information share it, whatever the order.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import re
 from typing import Any, ClassVar
 
 from arborl.sandboxes import SandboxSpec
 from arborl.tasks import ToolDecl, ToolTask
+from arborl.tasks.entry_points import load_entry_point
 
 from ..base import Step, TaskError, stable_hash
 from ..parsers import ToolCall
@@ -199,8 +199,7 @@ class ToolEnv(ToolCallingEnv):
 
     def _declared(self, decl: ToolDecl) -> Tool:
         if decl.handler is not None:
-            module, _, attr = decl.handler.partition(":")
-            fn = getattr(importlib.import_module(module), attr)
+            fn = load_entry_point(decl.handler)
 
             async def host(**args: Any) -> Any:
                 if asyncio.iscoroutinefunction(fn):

@@ -8,13 +8,13 @@ float. Register more with `@register_verifier("name")`.
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
 from collections.abc import Callable
 from typing import Any
 
 from arborl.tasks import ToolTask
+from arborl.tasks.entry_points import load_entry_point
 
 Verifier = Callable[[str, ToolTask], float | bool]
 VERIFIERS: dict[str, Verifier] = {}
@@ -75,8 +75,7 @@ def get_verifier(name: str) -> Verifier:
     if name in VERIFIERS:
         return VERIFIERS[name]
     if ":" in name:
-        module, _, attr = name.partition(":")
-        fn: Any = getattr(importlib.import_module(module), attr)
+        fn: Any = load_entry_point(name)
         VERIFIERS[name] = fn
         return fn
     raise ValueError(

@@ -19,12 +19,12 @@ import os
 import shutil
 import subprocess
 import tarfile
-from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ..spec import CodeTask
+from ..suites import Policy
 from ..swebench import SWEEnvironment, SWEInstance, environment_for, load_environments, load_instances
 from ..swebench.convert import apply_command, swe_parts, to_code_task
 
@@ -32,8 +32,6 @@ DATA = Path(__file__).with_name("data")
 INSTANCES = DATA / "instances.jsonl"
 ENVIRONMENTS = DATA / "environments.json"
 REPOS = DATA / "repos"
-
-Policy = Callable[[list[dict[str, Any]], dict[str, Any]], str]
 
 
 def instances() -> list[SWEInstance]:
