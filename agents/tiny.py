@@ -97,8 +97,7 @@ class TinyModelConfig(BaseModel):
         False,
         description="pre-tokenize so a word never absorbs the space or quote before it and digits "
         "stand alone: a name is the same tokens in a question, a JSON argument and a tool result. "
-        "Off by default: on tool-mini it learned slower (held-out 8 % vs 34 % after the same warm "
-        "start, one seed each; see docs/trainer.md)",
+        "Off by default: on tool-mini it learned slower (docs/trainer.md, 'Warm starts')",
     )
     seed: int = 0
 

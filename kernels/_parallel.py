@@ -14,9 +14,8 @@ not pass on to its callers, so every parallel launch goes through :func:`paralle
 
 Small inputs run serially too: a parallel launch costs tens of microseconds. So does a busy
 machine: a parallel region ends only when its slowest thread does, and on oversubscribed cores
-a thread waits for a time slice. Seen here (2 cores, load average 7-10 from other work):
-returns over 1M steps took a median 7-18 ms on 2 threads against 3.7 ms on one. Threads are
-therefore capped at the cores the 1-minute load average leaves free (plus the calling one).
+a thread waits for a time slice (measured: docs/kernels.md, "Design"). Threads are therefore
+capped at the cores the 1-minute load average leaves free (plus the calling one).
 """
 
 from __future__ import annotations

@@ -394,9 +394,8 @@ def generate_tool_tasks(
     augmentation: an answer can only come from the tool result, never from memory).
     Questions may repeat across a long stream; ids are unique.
 
-    `train_world` is 0 by default: the same warm start reached 39 % held-out success after
-    750 steps on the eval world alone and 8 % with 0.75 (the model must then learn to copy
-    any name before it can use one; see docs/trainer.md)."""
+    `train_world` is 0 by default: with it, the model must learn to copy any name before it
+    can use one, and learns slower (docs/trainer.md, "Warm starts")."""
     if n < 0:
         raise ValueError("n must be >= 0")
     for name, frac in (("train_world", train_world), ("counterfactual", counterfactual)):
@@ -437,8 +436,8 @@ def generate_counterfactual_tasks(n: int, seed: int = 0, **options: Any) -> list
     `generate_tool_tasks` with every look-up and two-step question counterfactual
     (`counterfactual=1.0` unless `options` say otherwise). A named stream rather than an
     option in the config, so that a user who points `tasks.train` at their own generator
-    does not inherit an option meant for this one. With the warm start's `env_weight` it
-    reached 83 % held-out success (docs/trainer.md, X7)."""
+    does not inherit an option meant for this one. What it reaches: docs/trainer.md
+    ("Warm starts", X7)."""
     return generate_tool_tasks(n, seed, **{"counterfactual": 1.0, **options})
 
 
@@ -482,9 +481,8 @@ def tokenizer_text(n: int = 3000) -> list[str]:
     the evaluation questions). A tokenizer that has seen it spends one token on "population"
     or "capital", while a name, with hundreds of countries, capitals and currencies to
     cover, is a few syllable pieces (`V·el·or·ia`) that a tiny model can copy one by one,
-    not one token it must have memorised. (Held-out look-ups: 33 % after the default warm
-    start; 0 % in earlier warm starts whose tokenizer had read only the 40 evaluated
-    countries, other settings differing; docs/trainer.md.)"""
+    not one token it must have memorised (docs/trainer.md, "Warm starts": look-ups need
+    copyable names)."""
     lines = [SYSTEM_PROMPT, *(doc.text for doc in build_corpus())]
     # Questions about both worlds: with 500 countries' names in its corpus, BPE spends merges
     # on syllables rather than on the 40 evaluated names, so a name is a few pieces a model
