@@ -11,9 +11,9 @@ Importing this package registers the built-in ids with Gymnasium.
 from .adapters import FourTupleAdapter
 from .aio import aclose, afinish, arelease, areset, astep
 from .base import Step, TaskError, TextEnv, stable_hash
+from .episodes import Episode, on_envs, run_episode, run_episodes, run_episodes_sync
 from .parsers import PARSERS, ParseResult, ToolCall, ToolCallParser, get_parser, register_parser
 from .registration import ARBORL_ENV_IDS, register_builtin_envs, register_env, registered_ids
-from .runner import Episode, on_envs, run_episode, run_episodes, run_episodes_sync
 from .runtime import configure, default_pool, get_runtime
 from .sandboxed import SandboxEnv, TimedSandbox
 from .spaces import UnicodeText, chat_observation_space, observation_messages

@@ -8,8 +8,8 @@
              failures, isolation; `drivers` (scripted policies, the model agent)
 - `grading`  SWE-bench semantics (FULL / PARTIAL / NO) in a fresh sandbox; env verdicts
 - `patch`    the model patch read from the episode's repository
-- `images`   SWE instance images built on Docker
-- `metrics`  resolved rate, pass@k (Chen et al. 2021), turns, tokens, tool errors, wall time
+- `instance_images`  SWE instance images built on Docker
+- `summary`  resolved rate, pass@k (Chen et al. 2021), turns, tokens, tool errors, wall time
 - `store`    SQLite results keyed by (run, instance, sample); `outputs` per-instance files
 - `report`   Markdown + HTML with matplotlib plots, one run or several compared
 
@@ -17,10 +17,10 @@ The command line is `arborl eval` / `arborl eval-report` (docs/eval.md).
 """
 
 from .config import EvalConfig
-from .metrics import pass_at_k, summarize
 from .report import write_report
 from .runner import EvalOutcome, run_eval
 from .store import InstanceResult, ResultStore, read_results
+from .summary import pass_at_k, summarize
 
 __all__ = [
     "EvalConfig",

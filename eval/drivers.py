@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import gymnasium
 
 from arborl.envs import afinish
-from arborl.envs.runner import Episode, PolicyError, play_episode
+from arborl.envs.episodes import Episode, PolicyError, play_episode
 from arborl.envs.wrappers import approx_tokens
 from arborl.sandboxes import ImageBuildError, SandboxError, SandboxUnavailable
 from arborl.tasks import Suite, Task

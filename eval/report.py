@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .metrics import summarize
 from .store import FINAL, InstanceResult, read_results
+from .summary import summarize
 
 MAX_INSTANCE_ROWS = 300
 

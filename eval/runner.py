@@ -45,12 +45,12 @@ from arborl.tasks.user_suites import looks_like_path, suite_from_path
 from .config import EvalConfig
 from .drivers import Driver, EpisodeRecord, InfraError, make_driver
 from .grading import SWEGrade, env_score, grade_swe
-from .images import with_instance_images
-from .metrics import summarize
+from .instance_images import with_instance_images
 from .outputs import instance_dir, write_outputs
 from .patch import RecordPatch, is_code_env
 from .predictions import PredictionsDriver, load_predictions, select_predicted
 from .store import InstanceResult, ResultStore
+from .summary import summarize
 
 log = logging.getLogger(__name__)
 

@@ -5,16 +5,17 @@
     obs, reward, terminated, truncated, info = env.step('fill(e7, "mouse")')
 
 Layout: env.py (the Gymnasium env), actions.py (the action language), observation.py
-(page → text / pixels), evaluate.py (task checks), stack.py / docker_stack.py (a worker's
-browser and sites), stacks.py (warm stacks per sandbox pool), relay.py (unix-socket
+(page → text / pixels), evaluate.py (task checks), stack.py (a worker's browser and sites) with
+local_stack.py / docker_stack.py, stack_pool.py (warm stacks per sandbox pool), relay.py (unix-socket
 plumbing), sites/ (the stdlib-only site servers).
 """
 
 from .actions import Action, ActionError, parse_action
 from .env import WebEnv
+from .local_stack import LocalStack
 from .sites import SITES, SiteDef, register_site
-from .stack import BrowserCrashed, LocalStack, WebStack
-from .stacks import StackConfig, StackPool, close_stack_pools, stack_pool
+from .stack import BrowserCrashed, WebStack
+from .stack_pool import StackConfig, StackPool, close_stack_pools, stack_pool
 
 __all__ = [
     "SITES",

@@ -44,7 +44,7 @@ from .observation import PageView, blank, observe, screenshot
 from .relay import SiteRequestError
 from .sites import SITES
 from .stack import BrowserCrashed, WebStack
-from .stacks import StackConfig, StackPool, stack_pool
+from .stack_pool import StackConfig, StackPool, stack_pool
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

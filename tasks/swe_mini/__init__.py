@@ -6,7 +6,7 @@
 
 `load_tasks()` gives the portable form (the files at base_commit on the base image, the
 environment installed by setup); `arborl eval` swaps in instance images on Docker
-(`arborl.eval.images`). The gold policy applies the gold patch with the env's `bash` tool,
+(`arborl.eval.instance_images`). The gold policy applies the gold patch with the env's `bash` tool,
 runs the tests and submits; the empty policy submits at once.
 """
 

@@ -225,7 +225,7 @@ def environment_image(env: SWEEnvironment, base_image: str) -> str:
         return base_image
     import docker
 
-    from arborl.eval.images import docker_builder, fetch_wheels
+    from arborl.eval.instance_images import docker_builder, fetch_wheels
     from arborl.tasks.swebench import environment_layer
 
     return docker_builder(docker.from_env())(

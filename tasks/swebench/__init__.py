@@ -10,7 +10,7 @@ Imports nothing else of arborl (image builds take the layer builder as an argume
 
 from .convert import apply_command, swe_parts, to_code_task, verifier_files
 from .harness import files_in_patch, grade, parse_pytest_log
-from .images import Layer, LayerBuilder, build_instance_image, environment_layer, instance_layer
+from .image_recipes import Layer, LayerBuilder, build_instance_image, environment_layer, instance_layer
 from .instance import DEFAULT_ENVIRONMENT, SWEEnvironment, SWEInstance, environment_for
 from .loaders import InstanceLoadError, load_environments, load_instances
 from .log_parsers import PARSERS, parse_log

@@ -45,7 +45,7 @@ def swe_tasks():
 @pytest.fixture(scope="session")
 def swe_image_tasks(docker_backend, swe_tasks):
     """The same tasks on their instance images (built once; cached by content hash after)."""
-    from arborl.eval.images import instance_image
+    from arborl.eval.instance_images import instance_image
 
     out = {}
     for task_id in ("arborl-mini__strkit-1", "arborl-mini__shopcart-1"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from arborl.eval.images import WheelFetchError, docker_builder, fetch_wheels
+from arborl.eval.instance_images import WheelFetchError, docker_builder, fetch_wheels
 from arborl.sandboxes import DEFAULT_IMAGE
 from arborl.tasks.swebench import SWEEnvironment, SWEInstance, environment_layer, to_code_task
 

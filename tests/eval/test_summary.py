@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from arborl.eval.metrics import mean_pass_at_k, pass_at_k, summarize
 from arborl.eval.store import InstanceResult
+from arborl.eval.summary import mean_pass_at_k, pass_at_k, summarize
 
 
 @pytest.mark.parametrize(

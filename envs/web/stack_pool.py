@@ -24,7 +24,8 @@ from arborl.sandboxes import SandboxPool
 
 from .. import runtime as env_runtime
 from .docker_stack import DockerStack
-from .stack import LocalStack, WebStack
+from .local_stack import LocalStack
+from .stack import WebStack
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Build SWE instance images on Docker and switch SWE tasks over to them.
 
-The layer recipes are `arborl.tasks.swebench.images`; this module builds them with
+The layer recipes are `arborl.tasks.swebench.image_recipes`; this module builds them with
 `arborl.sandboxes.images.build_layer` (no network, tagged by content hash: a layer that
 exists is not rebuilt, and instances of one repository and version share their environment
 layer). Repositories come from git bundles or checkouts found in `repos_dirs`
