@@ -30,6 +30,9 @@ from ..sandboxed import TimedSandbox
 RUN_DIR = "/tmp/.arborl"  # per-episode files: logs, the screenshot (reset wipes /tmp)
 SHOT = f"{RUN_DIR}/screen.rgb.gz"
 BUS = f"unix:path={RUN_DIR}/session-bus"  # the D-Bus session bus of an a11y display
+#: The sound volume a desktop starts at. OSWorld's VM snapshot has it below the maximum (its
+#: task 28cc3b7e asks to turn a "too small" volume up to 100 %); the exact level is ours.
+START_VOLUME = "40%"
 
 
 class DisplayError(SandboxError):
@@ -122,10 +125,18 @@ class XDisplay:
     def _wm_script(self) -> str:
         # Openbox sets _NET_SUPPORTING_WM_CHECK at once but _NET_WORKAREA only when its start-up
         # is over (~0.7 s here); a window mapped in between stalls 5 s (measured), so wait for it.
+        # Meanwhile the session's sound server starts (where the image has PulseAudio: a null
+        # sink, no sound card) at OSWorld's snapshot-like volume, below the maximum.
         ready = "xprop -root _NET_WORKAREA 2>/dev/null | grep -q ' = '"
+        audio = (
+            "command -v pulseaudio >/dev/null && pulseaudio --start --exit-idle-time=-1 && "
+            f"pactl set-sink-volume @DEFAULT_SINK@ {START_VOLUME}"
+        )
         return (
             f"setsid openbox --sm-disable >{RUN_DIR}/openbox.log 2>&1 </dev/null & "
-            f"for i in $(seq 500); do {ready} && exit 0; sleep 0.02; done; "
+            f"({audio}) >{RUN_DIR}/audio.log 2>&1 </dev/null & a=$!; "
+            f"up=1; for i in $(seq 500); do {ready} && {{ up=0; break; }}; sleep 0.02; done; wait $a; "
+            f"[ $up = 0 ] && exit 0; "
             f"echo 'openbox did not come up:' >&2; tail -5 {RUN_DIR}/openbox.log >&2; exit 1"
         )
 
