@@ -83,6 +83,7 @@ DESKTOP_FILES = {
     f"{HOME}/.config/glib-2.0/settings/keyfile": "[org/gnome/desktop/screensaver]\nlock-enabled=false\n",
 }
 
+_TERMINAL_KEY = '<keybind key="C-A-t"><action name="Execute"><command>xterm</command></action></keybind>'
 _SHIM_B64 = base64.b64encode(SUDO_SHIM.encode()).decode()
 
 DEFAULT_TASK = DesktopTask(
@@ -180,6 +181,9 @@ class DesktopEnv(SandboxEnv):
                 # OSWorld's conventions (see `commands`): ~/Desktop, /home/user for its user's
                 # home, and the sudo shim that root-run setup steps find first on their PATH,
                 # written by root where the agent cannot change it.
+                # Ctrl+Alt+T opens a terminal, as on OSWorld's Ubuntu (setup steps press it).
+                f"mkdir -p {HOME}/.config/openbox && sed 's#</keyboard>#{_TERMINAL_KEY}</keyboard>#' "
+                f"/etc/xdg/openbox/rc.xml > {HOME}/.config/openbox/rc.xml",
                 f"mkdir -p {HOME}/Desktop && chown -R {user}: {HOME}",
                 f"[ -e /home/user ] || ln -s {HOME} /home/user",
                 f"mkdir -p {SHIM_DIR} && echo {_SHIM_B64} | base64 -d > {SHIM_DIR}/sudo && chmod 755 {SHIM_DIR}/sudo",

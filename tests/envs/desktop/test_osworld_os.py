@@ -166,3 +166,30 @@ def test_scripted_solution_scores_1_and_no_action_scores_0(desktop, task_id):
         assert r.exit_code == 0, r.output
     _, reward, terminated, _, step = desktop.step(solution.get("reply", "DONE"))
     assert terminated and reward == 1.0, step.get("evaluation")
+
+
+@pytest.mark.docker
+@pytest.mark.gui
+def test_ctrl_alt_t_in_a_setup_step_opens_a_terminal(desktop):
+    task = load_osworld_task(
+        {
+            "id": "ctrl-alt-t",
+            "instruction": "i",
+            "config": [
+                {
+                    "type": "execute",
+                    "parameters": {
+                        "command": [
+                            "python",
+                            "-c",
+                            "import pyautogui; import time; pyautogui.hotkey('ctrl', 'alt', 't'); time.sleep(0.5)",
+                        ]
+                    },
+                },
+                {"type": "sleep", "parameters": {"seconds": 1}},
+            ],
+            "evaluator": {"func": "infeasible"},
+        }
+    )
+    _, info = desktop.reset(options={"task": task})
+    assert any(w["wm_class"] == "XTerm" for w in info["windows"]), info["windows"]
