@@ -73,6 +73,7 @@ UNSUPPORTED_STEPS = {
 OPEN_WITH = {
     **dict.fromkeys((".txt", ".md", ".py", ".sh", ".json", ".log", ".conf", ".ini"), "mousepad"),
     **dict.fromkeys((".csv", ".tsv", ".xlsx", ".xls", ".ods", ".gnumeric"), "gnumeric"),
+    **dict.fromkeys((".mp4", ".mkv", ".webm", ".avi", ".mov", ".ogv", ".mp3", ".ogg", ".wav"), "vlc"),
     "/": "pcmanfm",  # a directory (a path ending in "/" or without an extension)
 }
 #: OSWorld's Ubuntu apps that the desktop image lacks, with what it has instead.
@@ -83,7 +84,6 @@ MISSING_APPS = {
     "gimp": "nothing: there is no image editor",
     "code": "mousepad",
     "thunderbird": "nothing: there is no mail client",
-    "vlc": "nothing: there is no media player",
     "gnome-terminal": "xterm",
     "nautilus": "pcmanfm",
     "gedit": "mousepad",

@@ -81,6 +81,8 @@ DESKTOP_FILES = {
     # gsettings' keyfile backend (GSETTINGS_BACKEND=keyfile): GNOME's defaults but for what
     # OSWorld's VM snapshot has changed (automatic screen lock off; its `os` tasks rely on it).
     f"{HOME}/.config/glib-2.0/settings/keyfile": "[org/gnome/desktop/screensaver]\nlock-enabled=false\n",
+    # VLC as a configured desktop has it: no first-run privacy dialog over the player.
+    f"{HOME}/.config/vlc/vlcrc": "[qt]\nqt-privacy-ask=0\n",
 }
 
 _TERMINAL_KEY = '<keybind key="C-A-t"><action name="Execute"><command>xterm</command></action></keybind>'

@@ -5,6 +5,7 @@ solution scores 1 and no action scores 0 on the ones a container can run."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,10 @@ from arborl.tasks.osworld import load_osworld_task
 
 DATA = Path(__file__).with_name("data") / "osworld-multi-apps"
 SOLUTIONS = json.loads((DATA / "solutions.json").read_text())
-#: The sar report takes its 30 seconds; the others a few each.
+#: The sar report takes its 30 seconds: it runs with ARBORL_OSWORLD_ALL=1 (how docs/desktop.md's
+#: table was measured); the others, ~10 s each, always.
 SLOW = {"2373b66a-092d-44cb-bfd7-82e86e7a3b4d"}
+RUN = sorted(t for t in SOLUTIONS["solved"] if os.environ.get("ARBORL_OSWORLD_ALL") or t not in SLOW)
 
 
 def test_the_copied_tasks_load():
@@ -25,8 +28,7 @@ def test_the_copied_tasks_load():
 @pytest.mark.docker
 @pytest.mark.gui
 @pytest.mark.parametrize(
-    "task_id",
-    [pytest.param(t, marks=pytest.mark.slow) if t in SLOW else t for t in sorted(SOLUTIONS["solved"])],
+    "task_id", [pytest.param(t, marks=pytest.mark.slow) if t in SLOW else t for t in RUN]
 )
 def test_scripted_solution_scores_1_and_no_action_scores_0(desktop, task_id):
     from arborl.envs.runtime import get_runtime

@@ -10,6 +10,7 @@ OSWorld's 1920x1080 coordinates scaled to the screen.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -143,9 +144,16 @@ def test_multi_apps_file_metrics(tmp_path):
     assert check_image_file_size(None, {"max_size": 10**9}) == 0
 
 
+#: The container test's default sample (one task per kind: gsettings, sudo in setup, PulseAudio,
+#: GNOME Shell's schema, infeasible), ~10 s each; ARBORL_OSWORLD_ALL=1 runs every runnable task
+#: (how docs/desktop.md's table was measured).
+SAMPLE = {"bedcedc4", "e0df059f", "28cc3b7e", "ec4e3f68", "a462a795"}
+RUN = sorted(t for t in SOLUTIONS["solved"] if os.environ.get("ARBORL_OSWORLD_ALL") or t[:8] in SAMPLE)
+
+
 @pytest.mark.docker
 @pytest.mark.gui
-@pytest.mark.parametrize("task_id", sorted(SOLUTIONS["solved"]))
+@pytest.mark.parametrize("task_id", RUN)
 def test_scripted_solution_scores_1_and_no_action_scores_0(desktop, task_id):
     from arborl.envs.runtime import get_runtime
 
@@ -170,12 +178,13 @@ def test_scripted_solution_scores_1_and_no_action_scores_0(desktop, task_id):
 
 @pytest.mark.docker
 @pytest.mark.gui
-def test_ctrl_alt_t_in_a_setup_step_opens_a_terminal(desktop):
+def test_ctrl_alt_t_in_a_setup_step_opens_a_terminal_and_vlc_opens_ready(desktop):
     task = load_osworld_task(
         {
             "id": "ctrl-alt-t",
             "instruction": "i",
             "config": [
+                {"type": "launch", "parameters": {"command": ["vlc"]}},
                 {
                     "type": "execute",
                     "parameters": {
@@ -193,3 +202,5 @@ def test_ctrl_alt_t_in_a_setup_step_opens_a_terminal(desktop):
     )
     _, info = desktop.reset(options={"task": task})
     assert any(w["wm_class"] == "XTerm" for w in info["windows"]), info["windows"]
+    # VLC's own window, not its first-run privacy dialog (the desktop's vlcrc answers it)
+    assert [w["title"] for w in info["windows"] if w["wm_class"] == "vlc"] == ["VLC media player"]
