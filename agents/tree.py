@@ -293,18 +293,19 @@ class TreeRollout:
 
     def _pick(self, grows: list[_Growing], want: int) -> list[tuple[_Growing, _Point]]:
         """The best-scored points over all the trees (ties to deeper points: more shared
-        tokens), enough for `want` branches; one token split per node per round."""
+        tokens), enough for `want` branches; one point per node per round: a token split moves
+        the node's state after its turn to the new child, so a turn fork at the same node in
+        the same round would find no state to start from."""
         ranked = [(g, q) for g in grows if g.replay_works for q in self._points(g.tree, g.snaps)]
         ranked.sort(key=lambda c: (c[1].score, c[1].depth), reverse=True)
         chosen: list[tuple[_Growing, _Point]] = []
-        split: set[tuple[int, int]] = set()
+        used: set[tuple[int, int]] = set()
         for g, q in ranked:
             if len(chosen) * self.config.branches >= want:
                 break
-            if q.at is not None:
-                if (id(g), q.node) in split:
-                    continue
-                split.add((id(g), q.node))
+            if (id(g), q.node) in used:
+                continue
+            used.add((id(g), q.node))
             chosen.append((g, q))
         return chosen
 

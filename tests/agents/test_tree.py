@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from agent_helpers import agent_for
 from countdown import Countdown
-from test_agent import Recording, agent_for
-from transformers import AutoTokenizer
 
 from arborl.agents.credit import compute_advantages
 from arborl.agents.engines import HFEngineConfig, make_engine
 from arborl.agents.tree import TreeConfig, TreeRollout
 from arborl.trainer.batch import trajectories_to_dataproto
-
-
-@pytest.fixture(scope="module")
-def tok(tiny_model):
-    return AutoTokenizer.from_pretrained(tiny_model)
-
-
-@pytest.fixture
-def engine(tiny_model):
-    return Recording(make_engine(HFEngineConfig(model=str(tiny_model))))
 
 
 def check_token_exact(result, engine):
@@ -205,6 +194,29 @@ def test_a_budget_across_prompts_goes_to_the_prompt_with_mixed_outcomes():
     }
     assert max(scores[id(sure)]) == 0.0 and max(scores[id(mixed)]) == 0.25
     assert trees._pick([sure], want=2)  # a tree alone still branches (its bonus)
+
+
+def test_a_round_picks_one_point_per_node():
+    """A node that is both a turn fork (its state is kept) and a token fork (an uncertain
+    token) is picked once a round: the token split moves its state to the new child, and a
+    turn fork at it in the same round found none (KeyError in tool-maze's learning bench)."""
+    from types import SimpleNamespace
+
+    from arborl.agents import Turn
+    from arborl.agents.trajectory import TrajectoryTree
+    from arborl.agents.tree import _Growing
+
+    tree = TrajectoryTree(prompt_ids=[1])
+    first = tree.add(Turn([5, 6, 7], [-0.1, -0.1, -0.1], response_entropies=[0.1, 3.0, 0.1]))
+    for reward in (1.0, 0.0):
+        leaf = tree.add(Turn([8], [-0.1]), first)
+        tree.nodes[leaf].outcome_reward, tree.nodes[leaf].terminal = reward, True
+    g = _Growing({"id": "t"}, tree, {-1: SimpleNamespace(done=False), first: SimpleNamespace(done=False)})
+    trees = TreeRollout(None, None, TreeConfig(branches=1, branch_at="both", explore=0.0))  # type: ignore[arg-type]
+    kinds = {q.at for q in trees._points(tree, g.snaps) if q.node == first}
+    assert kinds == {None, 1}  # both kinds of point exist at the node
+    picked = [q.node for _, q in trees._pick([g], want=8)]
+    assert picked.count(first) == 1
 
 
 async def test_run_many_grows_every_tree_within_one_budget(engine, tok):
