@@ -9,7 +9,7 @@
 #                    fwd+bwd time and peak extra memory (targets: >= 1.5x faster and >= 5x less
 #                    memory than materialised, not slower than verl's)
 #   engines.log      vLLM engine's per-token log-probs against the HF engine's scoring, before and
-#                    after a weight push (tests/agents/test_engines_vllm.py, on the GPU)
+#                    after a weight push (tests/agents/engines/test_engines_vllm.py, on the GPU)
 #   verl_train.log   `arborl verl-train` (verl's RayPPOTrainer, FSDP, vLLM server, arborl's loop
 #   verl_metrics.jsonl  on tool-mini, gigpo) for 3 steps on this one GPU with the tiny model
 # Copy the numbers into docs/kernels.md and docs/trainer.md with the device name.
@@ -33,7 +33,7 @@ step "1/3 fused log-prob + entropy kernels (~3 min)"
 timeout 240 "$PY" bench/bench_kernels.py --only gpu --out "$OUT/kernels.md" || status=1
 
 step "2/3 vLLM engine log-probs vs the HF engine's (~1.5 min)"
-timeout 150 "$PY" -m pytest -q -p no:cacheprovider tests/agents/test_engines_vllm.py \
+timeout 150 "$PY" -m pytest -q -p no:cacheprovider tests/agents/engines/test_engines_vllm.py \
   -k "logprobs_match or weight_update" 2>&1 | tee "$OUT/engines.log" || status=1
 
 step "3/3 arborl verl-train, 3 steps of gigpo on tool-mini, one GPU (~3 min)"

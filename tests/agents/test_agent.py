@@ -11,48 +11,15 @@ import asyncio
 import gymnasium
 import numpy as np
 import pytest
+from agent_helpers import agent_for
 from countdown import Countdown
-from transformers import AutoTokenizer
 
 import arborl.envs  # noqa: F401 - registers the arborl/* ids
-from arborl.agents import Agent, AgentConfig, ForkMismatch
-from arborl.agents.engines import HFEngineConfig, InferenceEngine, SamplingParams, make_engine
+from arborl.agents import ForkMismatch
+from arborl.agents.engines import InferenceEngine
 from arborl.tasks import CodeTask, ToolTask
 
 ANSWER_TASK = ToolTask(id="six-sevens", question="What is 6 * 7? Use python.", answer=42, verifier="numeric")
-
-
-class Recording(InferenceEngine):
-    """The real engine, with every prompt it received and every response it gave kept."""
-
-    def __init__(self, inner: InferenceEngine) -> None:
-        self.inner, self.calls = inner, []
-
-    async def generate(self, prompts, sampling):
-        out = await self.inner.generate(prompts, sampling)
-        self.calls += [(list(prompts[g.prompt_index]), list(g.token_ids), list(g.logprobs)) for g in out]
-        return out
-
-    async def update_weights(self, weights):
-        await self.inner.update_weights(weights)
-
-    async def close(self):
-        await self.inner.close()
-
-
-@pytest.fixture(scope="module")
-def tok(tiny_model):
-    return AutoTokenizer.from_pretrained(tiny_model)
-
-
-@pytest.fixture
-def engine(tiny_model):
-    return Recording(make_engine(HFEngineConfig(model=str(tiny_model))))
-
-
-def agent_for(engine, tok, **config):
-    sampling = SamplingParams(temperature=1.0)  # unseeded: forks must not repeat each other
-    return Agent(engine, tok, AgentConfig(sampling=sampling, **{"max_new_tokens": 24, **config}))
 
 
 async def test_trajectory_ids_are_exactly_what_the_engine_consumed_and_produced(engine, tok):

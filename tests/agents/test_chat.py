@@ -20,11 +20,6 @@ DROPS_THINKING = (
 )
 
 
-@pytest.fixture(scope="module")
-def tok(tiny_model):
-    return AutoTokenizer.from_pretrained(tiny_model)
-
-
 def encode(tok, text):
     return tok.encode(text, add_special_tokens=False)
 

@@ -22,14 +22,12 @@ import time
 import httpx
 import pytest
 from arborl_require import unavailable
-from engine_checks import assert_same_samples, assert_scored
-from test_engines_hf import PROMPTS, new_policy
+from engine_checks import PROMPTS, assert_same_samples, assert_scored, new_policy
 from transformers import AutoTokenizer
 
 from arborl.agents.engines import (
     EngineError,
     EngineUnavailable,
-    HFEngineConfig,
     OpenAIEngineConfig,
     SamplingParams,
     make_engine,
@@ -92,11 +90,6 @@ def server(tiny_model, tmp_path_factory):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
-
-
-@pytest.fixture(scope="module")
-def hf(tiny_model):
-    return make_engine(HFEngineConfig(model=str(tiny_model)))
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import time
 
 import pytest
 import torch
+from engine_checks import ATOL, PROMPTS, SHARED, new_policy
 from transformers import AutoModelForCausalLM
 
 from arborl.agents.engines import (
@@ -24,14 +25,6 @@ from arborl.agents.engines import (
     parse_engine_config,
     score_tokens,
 )
-
-ATOL = 1e-5  # float32 sampling vs float64 teacher forcing
-PROMPTS = [[1, 5, 9, 200, 33, 7, 91], [7, 8, 9], [300, 4, 4, 4, 12]]  # unequal: left padding is exercised
-SHARED = [
-    [1, 5, 9, 200, 33, 7, 91, 4],
-    [1, 5, 9, 200, 12],
-    [1, 5, 9, 200, 33, 7],
-]  # prefilled once: 1 5 9 200
 
 
 @pytest.fixture(scope="module")
@@ -51,18 +44,6 @@ def plain_logprobs(model, prompt, response, temperature=1.0):
         logits = model(input_ids=torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1]
     lp = (logits / temperature).log_softmax(-1)
     return lp.gather(1, torch.tensor(response).unsqueeze(1)).squeeze(1), logits
-
-
-def new_policy(model, seed=0):
-    """Weights of a clearly different policy: perturbed MLPs (the argmax moves) and a larger
-    final-norm gain (every logit scaled up: a peaked distribution, unlike the untrained one)."""
-    gen = torch.Generator().manual_seed(seed)
-    state = {k: v.clone() for k, v in model.state_dict().items()}
-    for name, value in state.items():
-        if ".mlp." in name:
-            value += 0.3 * torch.randn(value.shape, generator=gen, dtype=value.dtype)
-    state["model.norm.weight"] *= 6.0
-    return state
 
 
 @pytest.mark.parametrize("prompts", [PROMPTS, SHARED], ids=["distinct", "shared-prefix"])

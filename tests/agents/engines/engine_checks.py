@@ -1,4 +1,5 @@
-"""Checks shared by the engine tests: an engine's samples against the transformers reference."""
+"""Checks shared by the engine tests: an engine's samples against the transformers reference,
+the prompts they sample and a different policy's weights for the update tests."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ import torch
 
 from arborl.agents.engines import SamplingParams
 
-ATOL = 1e-5
+ATOL = 1e-5  # float32 sampling vs float64 teacher forcing
+PROMPTS = [[1, 5, 9, 200, 33, 7, 91], [7, 8, 9], [300, 4, 4, 4, 12]]  # unequal: left padding is exercised
+SHARED = [
+    [1, 5, 9, 200, 33, 7, 91, 4],
+    [1, 5, 9, 200, 12],
+    [1, 5, 9, 200, 33, 7],
+]  # prefilled once: 1 5 9 200
 GREEDY = SamplingParams(temperature=0, max_new_tokens=16, ignore_eos=True)
 
 
@@ -38,3 +45,15 @@ async def assert_same_samples(engine, hf, prompts, seed: int) -> None:
             assert g.num_prompt_tokens == len(prompts[g.prompt_index])
             assert_scored(hf, prompts[g.prompt_index], g, sampling)
             assert g.token_ids == h.token_ids
+
+
+def new_policy(model, seed=0):
+    """Weights of a clearly different policy: perturbed MLPs (the argmax moves) and a larger
+    final-norm gain (every logit scaled up: a peaked distribution, unlike the untrained one)."""
+    gen = torch.Generator().manual_seed(seed)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    for name, value in state.items():
+        if ".mlp." in name:
+            value += 0.3 * torch.randn(value.shape, generator=gen, dtype=value.dtype)
+    state["model.norm.weight"] *= 6.0
+    return state

@@ -15,15 +15,13 @@ import json
 import gymnasium
 import pytest
 import torch
+from agent_helpers import Recording, agent_for
 from arborl_require import unavailable
 from countdown import Countdown
-from engine_checks import ATOL, assert_same_samples, assert_scored
-from test_agent import Recording, agent_for
-from test_engines_hf import PROMPTS, new_policy
-from transformers import AutoTokenizer
+from engine_checks import ATOL, PROMPTS, assert_same_samples, assert_scored, new_policy
 
 import arborl.envs  # noqa: F401 - registers the arborl/* ids
-from arborl.agents.engines import EngineError, HFEngineConfig, SamplingParams, VLLMEngineConfig, make_engine
+from arborl.agents.engines import EngineError, SamplingParams, VLLMEngineConfig, make_engine
 from arborl.tasks import CodeTask, ToolTask
 
 pytestmark = pytest.mark.slow
@@ -51,17 +49,6 @@ def vllm_engine(tiny_model):
     yield engine
     asyncio.run(engine.close())
     gc.collect()
-
-
-@pytest.fixture(scope="module")
-def hf(tiny_model):
-    """The transformers engine on the same checkpoint: the scoring reference."""
-    return make_engine(HFEngineConfig(model=str(tiny_model)))
-
-
-@pytest.fixture(scope="module")
-def tok(tiny_model):
-    return AutoTokenizer.from_pretrained(tiny_model)
 
 
 async def test_vllm_token_ids_and_logprobs_match_transformers_scoring(vllm_engine, hf):
