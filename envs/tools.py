@@ -24,6 +24,7 @@ import functools
 import inspect
 import json
 import time
+import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,26 +130,52 @@ def function_tool(
 ) -> Any:
     """Make a `Tool` from a typed function (sync or async); its docstring describes it.
 
-    The schema comes from the signature (pydantic), with `additionalProperties: false`.
+    The schema comes from the signature (pydantic), with `additionalProperties: false`;
+    ``Annotated[int, Field(ge=1, description=...)]`` adds bounds and descriptions, and an
+    argument ``x: T | None = None`` is an optional ``T`` (left out when not given), not a
+    nullable one.
     """
 
     def build(f: Callable[..., Any]) -> Tool:
+        try:  # string annotations (`from __future__ import annotations`), resolved in f's module
+            hints = typing.get_type_hints(f, include_extras=True)
+        except (NameError, TypeError):
+            hints = {}
         fields: dict[str, Any] = {}
         for p in inspect.signature(f).parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 continue
-            ann = Any if p.annotation is p.empty else p.annotation
+            ann = hints.get(p.name, Any if p.annotation is p.empty else p.annotation)
             fields[p.name] = (ann, ... if p.default is p.empty else p.default)
         model: Any = create_model(f"{f.__name__}_args", **fields)
-        params: dict[str, Any] = model.model_json_schema()
-        params.pop("title", None)
-        for prop in params.get("properties", {}).values():
-            prop.pop("title", None)
-        params["additionalProperties"] = False
         doc = inspect.getdoc(f) or ""
-        return Tool(name or f.__name__, description or doc, params, f)
+        return Tool(name or f.__name__, description or doc, _parameters(model.model_json_schema()), f)
 
     return build(fn) if fn is not None else build
+
+
+#: Key order of a generated property, as a person writes a schema (what the chat template shows).
+_KEY_ORDER = ("type", "enum", "items", "minItems", "maxItems", "minimum", "maximum", "description", "default")
+
+
+def _parameters(raw: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic model's JSON schema as a tool's parameters: no titles, optional arguments
+    not nullable, keys in the order people write them, no extra keys allowed."""
+    properties = {}
+    for name, prop in raw.get("properties", {}).items():
+        prop.pop("title", None)
+        if "anyOf" in prop and "default" in prop and prop["default"] is None:
+            members = [m for m in prop.pop("anyOf") if m != {"type": "null"}]
+            del prop["default"]
+            prop = {**members[0], **prop} if len(members) == 1 else {"anyOf": members, **prop}
+        rank = {k: i for i, k in enumerate(_KEY_ORDER)}
+        properties[name] = {k: prop[k] for k in sorted(prop, key=lambda k: rank.get(k, len(rank)))}
+    params: dict[str, Any] = {"type": "object", "properties": properties}
+    if raw.get("required"):
+        params["required"] = raw["required"]
+    params.update({k: v for k, v in raw.items() if k not in ("type", "title", "properties", "required")})
+    params["additionalProperties"] = False
+    return params
 
 
 class ToolBox:

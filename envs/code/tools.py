@@ -9,11 +9,13 @@ from __future__ import annotations
 import base64
 import binascii
 import posixpath
-from typing import Any, ClassVar, Protocol
+from typing import Annotated, Any, ClassVar, Literal, Protocol
+
+from pydantic import Field
 
 from arborl.tasks import CodeTask
 
-from ..tools import Tool, ToolResult, format_exec
+from ..tools import Tool, ToolResult, format_exec, function_tool
 
 MAX_EDIT_BYTES = 2 * 1024 * 1024
 MAX_VIEW_LINES = 1000
@@ -123,31 +125,6 @@ def _snippet(text: str, line: int, extra: int) -> str:
     return numbered("\n".join(lines[lo:hi]), lo + 1)
 
 
-EDITOR_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert"]},
-        "path": {
-            "type": "string",
-            "description": "file or directory, absolute or relative to the repository",
-        },
-        "file_text": {"type": "string", "description": "create: the content of the new file"},
-        "old_str": {"type": "string", "description": "str_replace: exact text to replace; must occur once"},
-        "new_str": {"type": "string", "description": "str_replace: replacement; insert: text to insert"},
-        "insert_line": {"type": "integer", "minimum": 0, "description": "insert: after this line (0 = top)"},
-        "view_range": {
-            "type": "array",
-            "items": {"type": "integer"},
-            "minItems": 2,
-            "maxItems": 2,
-            "description": "view: [first, last] line, 1-based; last = -1 for the end",
-        },
-    },
-    "required": ["command", "path"],
-    "additionalProperties": False,
-}
-
-
 class Editor:
     """`str_replace_editor`: view, create, str_replace, insert."""
 
@@ -247,7 +224,11 @@ class Editor:
 def code_tools(env: CodeWorkspace) -> list[Tool]:
     """The tools of one code-env episode (bound to `env`)."""
 
-    async def bash(command: str, timeout: int | None = None) -> ToolResult:
+    @function_tool(description="Run a bash command in the repository (non-interactive, no network).")
+    async def bash(
+        command: Annotated[str, Field(description="a bash command, run in the repository")],
+        timeout: Annotated[int | None, Field(ge=1, le=3600, description="seconds")] = None,
+    ) -> ToolResult:
         if "\x00" in command:
             return ToolResult("Error: the command contains a NUL byte.", ok=False, error="tool_error")
         if not command.strip():
@@ -261,6 +242,39 @@ def code_tools(env: CodeWorkspace) -> list[Tool]:
             info={"exit_code": r.exit_code},
         )
 
+    editor = Editor(env)
+
+    @function_tool(
+        description="View a file or directory, create a new file, replace an exact unique string in a file, "
+        "or insert text after a line."
+    )
+    async def str_replace_editor(
+        command: Literal["view", "create", "str_replace", "insert"],
+        path: Annotated[str, Field(description="file or directory, absolute or relative to the repository")],
+        file_text: Annotated[str | None, Field(description="create: the content of the new file")] = None,
+        old_str: Annotated[
+            str | None, Field(description="str_replace: exact text to replace; must occur once")
+        ] = None,
+        new_str: Annotated[
+            str | None, Field(description="str_replace: replacement; insert: text to insert")
+        ] = None,
+        insert_line: Annotated[
+            int | None, Field(ge=0, description="insert: after this line (0 = top)")
+        ] = None,
+        view_range: Annotated[
+            list[int] | None,
+            Field(
+                min_length=2,
+                max_length=2,
+                description="view: [first, last] line, 1-based; last = -1 for the end",
+            ),
+        ] = None,
+    ) -> ToolResult:
+        given = {"file_text": file_text, "old_str": old_str, "new_str": new_str}
+        given |= {"insert_line": insert_line, "view_range": view_range}
+        return await editor(command, path, **{k: v for k, v in given.items() if v is not None})
+
+    @function_tool(description=f"Run the test command: `{env.task.test_command}`.")
     async def run_tests() -> ToolResult:
         task = env.task
         r = await env.sandbox.exec(
@@ -270,32 +284,10 @@ def code_tools(env: CodeWorkspace) -> list[Tool]:
             format_exec(r, task.test_timeout_s), ok=not r.timed_out, error="timeout" if r.timed_out else None
         )
 
+    @function_tool(description="Submit your changes for grading. This ends the episode.")
     async def submit() -> ToolResult:
         reward, info = await env.verify()
         verdict = "passed" if reward > 0 else "did not pass"
         return ToolResult(f"Submitted. The verifier {verdict}.", terminal=True, reward=reward, info=info)
 
-    bash_schema = {
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "a bash command, run in the repository"},
-            "timeout": {"type": "integer", "minimum": 1, "maximum": 3600, "description": "seconds"},
-        },
-        "required": ["command"],
-        "additionalProperties": False,
-    }
-    empty = {"type": "object", "properties": {}, "additionalProperties": False}
-    return [
-        Tool(
-            "bash", "Run a bash command in the repository (non-interactive, no network).", bash_schema, bash
-        ),
-        Tool(
-            "str_replace_editor",
-            "View a file or directory, create a new file, replace an exact unique string in a file, "
-            "or insert text after a line.",
-            EDITOR_SCHEMA,
-            Editor(env),
-        ),
-        Tool("run_tests", f"Run the test command: `{env.task.test_command}`.", empty, run_tests),
-        Tool("submit", "Submit your changes for grading. This ends the episode.", empty, submit),
-    ]
+    return [bash, str_replace_editor, run_tests, submit]

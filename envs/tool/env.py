@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field
 
 from arborl.sandboxes import SandboxSpec
 from arborl.tasks import ToolDecl, ToolTask
@@ -26,7 +28,7 @@ from arborl.tasks.entry_points import load_entry_point
 from ..base import Step, TaskError, stable_hash
 from ..parsers import ToolCall
 from ..tool_calling import ToolCallingEnv
-from ..tools import Tool, ToolBox, ToolResult, format_exec
+from ..tools import Tool, ToolBox, ToolResult, format_exec, function_tool
 from .search import BM25, index_for_docs, index_for_path
 from .verifiers import score
 
@@ -51,7 +53,6 @@ result = ns[req["name"]](**req["args"])
 if result is not None:
     print(result if isinstance(result, str) else json.dumps(result, default=str))
 """
-_EMPTY = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
 def extract_answer(content: str) -> str:
@@ -135,7 +136,10 @@ class ToolEnv(ToolCallingEnv):
         return tools
 
     def _python_tool(self, task: ToolTask) -> Tool:
-        async def python(code: str) -> ToolResult:
+        @function_tool(description="Run Python 3 code in a fresh sandboxed interpreter; returns its output.")
+        async def python(
+            code: Annotated[str, Field(description="Python 3 source; print what you need")],
+        ) -> ToolResult:
             sb = await self.get_sandbox()
             r = await sb.exec(
                 ["python3", "-"], stdin=code, timeout=self.python_timeout_s, max_output=self.max_output_bytes
@@ -146,56 +150,34 @@ class ToolEnv(ToolCallingEnv):
                 error="timeout" if r.timed_out else None,
             )
 
-        schema = {
-            "type": "object",
-            "properties": {"code": {"type": "string", "description": "Python 3 source; print what you need"}},
-            "required": ["code"],
-            "additionalProperties": False,
-        }
-        return Tool(
-            "python",
-            "Run Python 3 code in a fresh sandboxed interpreter; returns its output.",
-            schema,
-            python,
-        )
+        return python
 
     def _search_tool(self, task: ToolTask) -> Tool:
-        async def search(query: str, k: int = 3) -> str:
+        @function_tool(description="Search the document collection; returns the best matching documents.")
+        async def search(
+            query: Annotated[str, Field(description="keywords")],
+            # None rather than 3: the schema says the default in words, as the model has always seen it
+            k: Annotated[int | None, Field(ge=1, le=10, description="results (default 3)")] = None,
+        ) -> str:
             index: BM25 = (
                 index_for_path(task.corpus_path) if task.corpus_path else index_for_docs(task.corpus)
             )
-            hits = index.search(query, k)
+            hits = index.search(query, 3 if k is None else k)
             if not hits:
                 return "No documents match the query."
             return "\n\n".join(
                 f"[{i}] {d.title or d.id} (id: {d.id})\n{d.text[:1500]}" for i, (_, d) in enumerate(hits, 1)
             )
 
-        schema = {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "keywords"},
-                "k": {"type": "integer", "minimum": 1, "maximum": 10, "description": "results (default 3)"},
-            },
-            "required": ["query"],
-            "additionalProperties": False,
-        }
-        return Tool(
-            "search", "Search the document collection; returns the best matching documents.", schema, search
-        )
+        return search
 
     def _final_answer_tool(self) -> Tool:
+        @function_tool(description="Give your final answer. This ends the episode.")
         async def final_answer(answer: str) -> ToolResult:
             step = self._answered(answer)
             return ToolResult(str(step.observation), terminal=True, reward=step.reward, info=step.info)
 
-        schema = {
-            "type": "object",
-            "properties": {"answer": {"type": "string"}},
-            "required": ["answer"],
-            "additionalProperties": False,
-        }
-        return Tool("final_answer", "Give your final answer. This ends the episode.", schema, final_answer)
+        return final_answer
 
     def _declared(self, decl: ToolDecl) -> Tool:
         if decl.handler is not None:

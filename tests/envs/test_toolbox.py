@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from typing import Annotated, Literal
 
 import pytest
+from pydantic import Field
 
 from arborl.envs import Tool, ToolBox, ToolCall, ToolResult, function_tool
 from arborl.envs.tools import MAX_RESULT_CHARS, head_tail
@@ -111,3 +114,37 @@ async def test_tools_may_return_results_and_data():
     t = await box.run(ToolCall("t", {}))
     assert t.terminal and t.reward == 1.0
     assert (await box.run(ToolCall("d", {}))).content == '{"k": [1, 2]}'
+
+
+def test_annotated_bounds_and_optional_arguments_read_as_people_write_them():
+    @function_tool
+    def view(
+        path: Annotated[str, Field(description="a file")],
+        lines: Annotated[
+            list[int] | None, Field(min_length=2, max_length=2, description="first, last")
+        ] = None,
+        mode: Literal["a", "b"] = "a",
+    ) -> str:
+        """View a file."""
+        return path
+
+    params = view.schema()["function"]["parameters"]
+    assert json.dumps(params) == json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "a file"},
+                # optional, not nullable: the model leaves it out rather than sending null
+                "lines": {
+                    "type": "array",
+                    "items": {"type": "integer"},
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "description": "first, last",
+                },
+                "mode": {"type": "string", "enum": ["a", "b"], "default": "a"},
+            },
+            "required": ["path"],
+            "additionalProperties": False,
+        }
+    )
