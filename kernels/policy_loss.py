@@ -16,7 +16,7 @@ here because ``kernels/`` may not import the trainer stack; ``tests/kernels`` ch
 agree in value, metrics and gradients for every aggregation mode.
 
 This is a tested kernel, not the loss `arborl train` optimises: the learner
-(`arborl.trainer.learner`) takes its policy loss from verl's registry
+(trainer/learner.py) takes its policy loss from verl's registry
 (``get_policy_loss_fn``), so loss modes, off-policy correction and verl's own trainer stay
 one definition. Change the learner's loss there, not here.
 """
