@@ -1,4 +1,4 @@
-"""Step many envs concurrently on one event loop (no process per env).
+"""Episodes of a text policy, and many of them concurrently on one event loop (no process per env).
 
     episodes = await run_episodes(envs, policy, tasks, max_turns=30)
     episodes = run_episodes_sync(envs, policy, tasks)       # from sync code
@@ -8,6 +8,10 @@ Each env is a worker taking the next task from a shared queue, so 64 tasks on 8 
 `async (messages, info) -> reply` (a sync callable works too); it sees the conversation so
 far. A policy or env error ends that episode (recorded in `Episode.error`), not the run,
 and the env's sandbox goes back to the pool after every episode.
+
+The pieces others build on: `play_episode` (the loop: reset, reply, step, record; the eval's
+policy driver runs it too) and `on_envs` (the bounded worker queue; `Agent.run_episodes` and
+the eval runner use it with their own per-item work).
 """
 
 from __future__ import annotations
