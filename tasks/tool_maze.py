@@ -3,9 +3,9 @@
 A multi-turn suite in which step-level credit matters. Each task is a small maze of rooms,
 searched one room at a time through the `search` tool of `arborl/Tool-v0`:
 
-    question   "Find the code. You are in room17: a blue door leads to 85, a red door leads to 42."
-    search("room42")  → "room42: a red door leads to 63, a blue door leads to 29."
-    search("room63")  → "room63: a blue door leads to 71, a red door leads to 50."
+    question   "Find the code. You are in room17: a blue door leads to room85, a red door leads to room42."
+    search("room42")  → "room42: a red door leads to room63, a blue door leads to room29."
+    search("room63")  → "room63: a blue door leads to room71, a red door leads to room50."
     search("room50")  → "room50: the code is 512."
     answer  512
 
@@ -23,10 +23,13 @@ one) tolerates one detour only. So:
   its choices) learns the format and the tools but not the colour: what is left is for RL
   to learn from reward, and which turn earned it is the question step credit answers.
 
-Room numbers are two digits and the code three (a tiny model copies digits one token each);
-every room is a document of the task's own corpus titled by its name (`room42`), and a
-query names a room the way no other document does (`room42` is one search token, while
-the doors say `42`), so `search(room, k=1)` finds exactly that room.
+Room numbers are two digits and the code three. A door names its room as a query does
+(`room42`: with the tokenizer's byte-level pre-tokenization the number is the same token
+after `room` in the tool result and in the JSON query, so the model copies it rather than
+recalls it; `leads to 42` made it ` 42`, another token, and a warm-started tiny model
+queried rooms that did not exist). Every room is a document of the task's own corpus, its
+name in its title and text, so `search(room, k=1)` ranks it above the room whose door
+names it.
 
 - `load_suite()`: the 64 evaluation tasks, fixed.
 - `generate_maze_tasks(n, seed)`: a training stream, never an evaluation maze.
@@ -52,14 +55,14 @@ SYSTEM_PROMPT = (
     "Find the code. Red doors lead on; blue doors lead to dead ends. Search a room by its "
     "name, e.g. room42. When you know the code, reply with the code only."
 )
-_DOORS = re.compile(r"a (red|blue) door leads to (\d+)")
+_DOORS = re.compile(r"a (red|blue) door leads to room(\d+)")
 _CODE = re.compile(r"the code is (\d+)")
 
 Policy = Callable[[list[dict[str, Any]], dict[str, Any]], str]
 
 
 def _doors(red: int, blue: int, rng: random.Random) -> str:
-    doors = [f"a red door leads to {red}", f"a blue door leads to {blue}"]
+    doors = [f"a red door leads to room{red}", f"a blue door leads to room{blue}"]
     rng.shuffle(doors)
     return ", ".join(doors)
 
