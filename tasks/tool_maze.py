@@ -23,13 +23,10 @@ one) tolerates one detour only. So:
   its choices) learns the format and the tools but not the colour: what is left is for RL
   to learn from reward, and which turn earned it is the question step credit answers.
 
-Room numbers are two digits and the code three. A door names its room as a query does
-(`room42`: with the tokenizer's byte-level pre-tokenization the number is the same token
-after `room` in the tool result and in the JSON query, so the model copies it rather than
-recalls it; `leads to 42` made it ` 42`, another token, and a warm-started tiny model
-queried rooms that did not exist). Every room is a document of the task's own corpus, its
-name in its title and text, so `search(room, k=1)` ranks it above the room whose door
-names it.
+Room numbers are two digits and the code three (digits are one token each with the tiny
+model's tokenizer). A door names its room as a query does (`room42`), so a query is the
+door's room copied; every room is a document of the task's own corpus, its name in its
+title and text, so `search(room, k=1)` ranks it above the room whose door names it.
 
 - `load_suite()`: the 64 evaluation tasks, fixed.
 - `generate_maze_tasks(n, seed)`: a training stream, never an evaluation maze.
