@@ -1,0 +1,334 @@
+"""Does step credit or tree rollouts learn more than GRPO? At equal generated tokens.
+
+The suite: `tool-maze` (arborl.tasks.tool_maze): three door decisions per task, a wrong door
+costs a turn of a budget that tolerates one, every episode of a task starts in one state and
+the states after right doors recur. One warm start is shared by every run: the tiny model
+(the main job's sizes) trained on demonstrations of a random explorer (a door at random,
+back after a dead end; collected with room for every detour, so none is filtered out), which
+teaches the format and the tools but not which door leads on. Then, from it, four modes:
+
+    grpo          8 independent episodes a task, GRPO (outcome) advantages
+    gigpo         the same episodes, GiGPO (episode + step advantages at recurring states)
+    tree+tree     rollout trees (8 leaves, 2 roots, forks at turns and uncertain tokens),
+                  the tree estimator (a node's value from the leaves below it)
+    tree+gigpo    the same trees, GiGPO advantages
+
+Every mode runs until it has generated as many tokens as GRPO's run of the same seed (GRPO
+runs `--steps` steps, first in each seed's round; tree leaves share their prefixes, so a
+tree mode takes more steps for the same tokens), seeds interleaved (seed 0 of every mode,
+then seed 1, ...; run seed i for every mode of round i, all on the same task stream).
+Held-out success is sampled at the rollout temperature (64 tasks x `--samples`) before RL
+and after every run; each mode's difference against GRPO is paired by seed, with a 95 %
+t interval. Also: tokens generated per trajectory, the fraction of uniform groups (no
+signal for GRPO), the PPO clip fraction, RL wall clock.
+
+    python bench/bench_learning.py [--quick] [--seeds 5] [--steps 60] [--sft-steps 300]
+                                   [--init RUN_OR_MODEL] [--modes grpo,gigpo,tree+tree,tree+gigpo]
+
+Writes bench/results/learning.md and docs/trainer-learning-modes.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_trainer import main_job_model, slug, t975
+
+from arborl.trainer.config import TrainConfig
+from arborl.trainer.loop import Trainer
+from arborl.trainer.metrics import read_metrics
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+FIGURE = HERE.parent / "docs" / "trainer-learning-modes.png"
+TREE = {"leaves": 8, "roots": 2}
+MODES: dict[str, dict[str, Any]] = {
+    "grpo": {"algorithm": {"estimator": "grpo"}},
+    "gigpo": {"algorithm": {"estimator": "gigpo"}},
+    "tree+tree": {"algorithm": {"estimator": "tree"}, "rollout": {"tree": TREE}},
+    "tree+gigpo": {"algorithm": {"estimator": "gigpo"}, "rollout": {"tree": TREE}},
+}
+
+
+class TokenBudgetTrainer(Trainer):
+    """Stops RL once the run has generated `budget` tokens (evaluating at that step, as at
+    the last). Tree leaves count their share of the tree's sampled tokens
+    (`metrics.generated_tokens`), independent episodes their response tokens."""
+
+    def __init__(self, config: TrainConfig, budget: float | None) -> None:
+        super().__init__(config)
+        self.budget, self.generated = budget, 0.0
+
+    def _rollout_metrics(self, groups: list[Any], *args: Any, **kwargs: Any) -> dict[str, float]:
+        m = super()._rollout_metrics(groups, *args, **kwargs)
+        trajs = [t for g in groups for t in g.trajectories]
+        tokens = sum(t.metrics.get("generated_tokens", t.num_response_tokens) for t in trajs)
+        self.generated += tokens
+        m["bench/generated_tokens"] = tokens / max(1, len(trajs))
+        m["bench/generated_total"] = self.generated
+        if self.budget is not None and self.generated >= self.budget:
+            # this step is the last (and evaluated): the loop's target, in both its spellings
+            self.cfg.run.steps = self.rl_steps = self.state.version
+        return m
+
+
+def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
+    cfg: dict[str, Any] = {
+        "model": {"tiny": main_job_model() if args.model == "main" else {}},
+        "tasks": {"train": "arborl.tasks.tool_maze:generate_maze_tasks", "eval_suite": "tool-maze"},
+        "rollout": {
+            "group_size": 8,
+            "groups_per_step": 4,
+            "max_turns": 5,  # the suite's budget: one detour
+            "max_new_tokens": 48,
+            "temperature": args.temperature,
+        },
+        # sync: every sample from the current weights, so the modes differ only in credit and
+        # rollouts; two mini-batches a batch (verl's ratio), so the clip engages
+        "async": {"mode": "sync", "partial_rollouts": False},
+        "learner": {"lr": args.lr, "micro_batch_size": 16, "ppo_mini_batch_size": 2},
+        "run": {"dir": str(run_dir), "steps": 0, "eval_every": 10_000, "checkpoint_every": 10_000},
+    }
+    for key, value in over.items():
+        cfg[key] = {**cfg.get(key, {}), **value}
+    return TrainConfig.model_validate(cfg)
+
+
+def warm_start(args: argparse.Namespace) -> str:
+    """The explorer's demonstrations, `--sft-steps` of SFT; the checkpoint's model dir."""
+    warm = args.out / "warm"
+    sft = {
+        "steps": args.sft_steps,
+        "demos": 200 if args.quick else 4000,
+        "batch_size": args.sft_batch,
+        "env_weight": 1.0,
+        "gold": "arborl.tasks.tool_maze:explore_policy",
+    }
+    # 7 turns: every random walk finishes, so no demonstration is filtered for its doors
+    cfg = config(warm, args, sft=sft, rollout={"max_turns": 7})
+    asyncio.run(Trainer(cfg).run())
+    return str(sorted((warm / "checkpoints").glob("step-*"))[-1] / "model")
+
+
+def sampled_success(model: str, args: argparse.Namespace, out: Path) -> float:
+    """Held-out success at the rollout temperature: 64 tool-maze tasks x `--samples`, the
+    suite's 5-turn budget."""
+    from arborl.eval.config import EvalConfig
+    from arborl.eval.runner import run_eval
+
+    cfg = EvalConfig.model_validate(
+        {
+            "suite": "tool-maze",
+            "agent": "model",
+            "samples": args.samples,
+            "pass_k": [1],
+            "limit": args.eval_size,
+            "concurrency": 32,
+            "model": {
+                "path": model,
+                "temperature": args.temperature,
+                "max_new_tokens": 48,
+                "max_context_tokens": 1024,
+                "seed": 0,
+            },
+            "run": {"dir": str(out), "resume": False},
+            "report": False,
+        }
+    )
+    return float(asyncio.run(run_eval(cfg)).summary["resolved_rate"])
+
+
+def run_stats(run_dir: Path) -> dict[str, float]:
+    events = [e for e in read_metrics(run_dir) if e["phase"] == "rl" and not e.get("rolled_back")]
+    start = next(e["time"] for e in read_metrics(run_dir) if e["phase"] == "eval-rl" and e["step"] == 0)
+    mean = lambda k: statistics.mean(e.get(k, 0.0) for e in events) if events else 0.0  # noqa: E731
+    return {
+        "steps": float(len(events)),
+        "tokens": events[-1]["bench/generated_total"] if events else 0.0,
+        "tokens_per_traj": mean("bench/generated_tokens"),
+        "uniform": mean("batch/uniform_groups") / 4,
+        "clip": mean("actor/pg_clipfrac"),
+        "seconds": (max(e["time"] for e in events) - start) if events else 0.0,
+        "reward_first": statistics.mean(e["rollout/reward"] for e in events[:5]) if events else 0.0,
+        "reward_last": statistics.mean(e["rollout/reward"] for e in events[-5:]) if events else 0.0,
+    }
+
+
+def interval(diffs: list[float]) -> tuple[float, float]:
+    """Mean of paired differences and the half-width of its 95 % t interval."""
+    if len(diffs) < 2:
+        return (diffs[0] if diffs else 0.0), float("nan")
+    return statistics.mean(diffs), t975(len(diffs) - 1) * statistics.stdev(diffs) / len(diffs) ** 0.5
+
+
+def plot(runs: dict[str, list[Path]], after: dict[str, list[float]], before: float, out_png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    colors = dict(zip(MODES, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=True))
+    for name, dirs in runs.items():
+        curves = []
+        for d in dirs:
+            ev = [e for e in read_metrics(d) if e["phase"] == "rl"]
+            xs = [e["bench/generated_total"] / 1000 for e in ev]
+            ys = [e["rollout/success"] * 100 for e in ev]
+            k = 5  # running mean over 5 steps
+            ys = [statistics.mean(ys[max(0, i - k + 1) : i + 1]) for i in range(len(ys))]
+            axes[0].plot(xs, ys, color=colors[name], alpha=0.25, lw=0.8)
+            curves.append((xs, ys))
+        n = min(len(c[0]) for c in curves)
+        mean_x = [statistics.mean(c[0][i] for c in curves) for i in range(n)]
+        mean_y = [statistics.mean(c[1][i] for c in curves) for i in range(n)]
+        axes[0].plot(mean_x, mean_y, color=colors[name], lw=2, label=f"{name} (mean of {len(dirs)})")
+        i = list(runs).index(name)
+        axes[1].scatter([i] * len(after[name]), [a * 100 for a in after[name]], color=colors[name])
+        axes[1].errorbar(
+            i + 0.15,
+            statistics.mean(after[name]) * 100,
+            yerr=statistics.stdev(after[name]) * 100 if len(after[name]) > 1 else 0,
+            fmt="s",
+            color=colors[name],
+            capsize=4,
+        )
+    axes[0].set_xlabel("generated tokens (thousands)")
+    axes[0].set_title("rollout success (%, 5-step running mean)")
+    axes[0].legend()
+    axes[1].axhline(before * 100, color="grey", lw=0.8, ls="--", label="warm start")
+    axes[1].set_xticks(range(len(runs)), list(runs))
+    axes[1].set_title("held-out success after RL, sampled (%)")
+    axes[1].legend()
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 2 seeds, 3 steps, 8 tasks")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=60, help="GRPO's steps; the others match its tokens")
+    ap.add_argument("--max-steps-factor", type=float, default=3.0, help="cap: this x --steps")
+    ap.add_argument(
+        "--model",
+        choices=["small", "main"],
+        default="small",
+        help="the tiny model's size: the library default (2 layers, hidden 64) or the main job's "
+        "(4 layers, hidden 128; several times slower a step)",
+    )
+    ap.add_argument("--sft-steps", type=int, default=300)
+    ap.add_argument("--sft-batch", type=int, default=32)
+    ap.add_argument("--init", default=None, help="a model dir to start from (skips the warm start)")
+    ap.add_argument("--warm-only", action="store_true", help="only the warm start (reuse it with --init)")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--lr", type=float, default=1e-4, help="short runs: above the main job's 3e-5")
+    ap.add_argument("--temperature", type=float, default=0.6)
+    ap.add_argument("--samples", type=int, default=4, help="held-out samples per task")
+    ap.add_argument("--eval-size", type=int, default=64)
+    ap.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
+    args = ap.parse_args()
+    if args.quick:
+        args.seeds, args.steps, args.sft_steps, args.eval_size, args.samples = 2, 3, 20, 8, 2
+    modes = [m for m in args.modes.split(",") if m]
+    if modes[0] != "grpo":
+        raise SystemExit("--modes must start with grpo: the others match its generated tokens")
+    if not args.init:
+        shutil.rmtree(args.out, ignore_errors=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+    model = args.init or warm_start(args)
+    if args.warm_only:
+        print(f"warm start: {model}")
+        return
+    before = sampled_success(model, args, args.out / "eval-start")
+    print(f"warm start: sampled held-out success {before:.1%}", flush=True)
+    runs: dict[str, list[Path]] = {m: [] for m in modes}
+    after: dict[str, list[float]] = {m: [] for m in modes}
+    stats: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
+    for seed in range(args.seeds):
+        budget: float | None = None
+        for name in modes:  # interleaved: a drift of the machine hits every mode alike
+            run_dir = args.out / f"{slug(name)}-{seed}"
+            shutil.rmtree(run_dir, ignore_errors=True)
+            steps = args.steps if name == "grpo" else int(args.steps * args.max_steps_factor)
+            cfg = config(
+                run_dir, args, model={"path": model}, run={"steps": steps, "seed": seed}, **MODES[name]
+            )
+            asyncio.run(TokenBudgetTrainer(cfg, budget).run())
+            s = run_stats(run_dir)
+            if name == "grpo":
+                budget = s["tokens"]
+            model_dir = sorted((run_dir / "checkpoints").glob("step-*"))[-1] / "model"
+            a = sampled_success(str(model_dir), args, run_dir / "eval-end")
+            runs[name].append(run_dir)
+            after[name].append(a)
+            stats[name].append(s)
+            print(
+                f"{name} seed {seed}: {s['steps']:.0f} steps, {s['tokens']:.0f} tokens, "
+                f"held-out {before:.1%} -> {a:.1%}",
+                flush=True,
+            )
+        # after every round, so a run cut short still leaves its table
+        done = [m for m in modes if after[m]]
+        plot({m: runs[m] for m in done}, after, before, FIGURE)
+        write_table(args, done, before, after, stats, time.time() - t_start)
+
+
+def write_table(
+    args: argparse.Namespace,
+    modes: list[str],
+    before: float,
+    after: dict[str, list[float]],
+    stats: dict[str, list[dict[str, float]]],
+    seconds: float,
+) -> None:
+    rows = []
+    for name in modes:
+        s = stats[name]
+        avg = lambda k, s=s: statistics.mean(x[k] for x in s)  # noqa: E731
+        diffs = [a - g for a, g in zip(after[name], after["grpo"], strict=True)]
+        mean, half = interval(diffs)
+        vs = "—" if name == "grpo" else f"{mean:+.1%} ({mean - half:+.1%} to {mean + half:+.1%})"
+        rows.append(
+            f"| {name} | {len(s)} | {before:.1%} → **{statistics.mean(after[name]):.1%}** "
+            f"| {' / '.join(f'{a:.0%}' for a in after[name])} | {vs} | {avg('steps'):.0f} "
+            f"| {avg('tokens') / 1000:.1f}k | {avg('tokens_per_traj'):.0f} | {avg('uniform'):.0%} "
+            f"| {avg('clip'):.3f} | {avg('seconds'):.0f} | {avg('reward_first'):.2f} → {avg('reward_last'):.2f} |"
+        )
+    text = f"""# Learning benchmark: GRPO vs GiGPO vs tree rollouts at equal generated tokens
+
+`{shlex.join(["python", "bench/bench_learning.py", *sys.argv[1:]])}` on {platform.node()} \
+({os.cpu_count()} cores), {time.strftime("%Y-%m-%d %H:%M")}, {seconds / 60:.0f} min in all. \
+Suite `tool-maze`; one warm start ({args.init or f"{args.sft_steps} SFT steps on a random explorer's demonstrations"}); \
+sync RL, 4 groups x 8 a step, lr {args.lr:g}, temperature {args.temperature}, 2 mini-batches a \
+batch; GRPO runs {args.steps} steps and every other mode stops at GRPO's generated tokens of \
+the same seed (at most {args.max_steps_factor:g}x the steps). Held-out success sampled: \
+{args.eval_size} tasks x {args.samples} samples. {args.seeds} seeds, interleaved.
+
+| mode | seeds | held-out, before → after (mean) | per seed | − GRPO, paired (95 % interval) | RL steps | generated tokens | tokens / trajectory | uniform groups | clip fraction | RL seconds | rollout reward, first → last 5 steps |
+|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|
+{chr(10).join(rows)}
+
+![curves](../../docs/{FIGURE.name})
+"""
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "learning.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
