@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .spec import Document, ToolTask
+from .suites import Policy
 from .tool_mini import tool_call
 
 EVAL_SIZE = 64
@@ -54,8 +55,6 @@ SYSTEM_PROMPT = (
 )
 _DOORS = re.compile(r"a (red|blue) door leads to room(\d+)")
 _CODE = re.compile(r"the code is (\d+)")
-
-Policy = Callable[[list[dict[str, Any]], dict[str, Any]], str]
 
 
 def _doors(red: int, blue: int, rng: random.Random) -> str:
