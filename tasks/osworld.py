@@ -118,6 +118,7 @@ GETTERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "vm_screen_size": (frozenset(), frozenset()),
     "vm_window_size": (frozenset({"app_class_name"}), frozenset()),
     "default_video_player": (frozenset(), frozenset()),
+    "vm_terminal_output": (frozenset(), frozenset()),
     # arborl additions (OSWorld reads windows through its accessibility tree instead):
     "vm_active_window_title": (frozenset(), frozenset()),
     "vm_window_titles": (frozenset(), frozenset()),
@@ -127,8 +128,6 @@ UNSUPPORTED_GETTERS = {
     "config, then `vm_file`) or compare against a `rule`",
     "accessibility_tree": "not implemented, nor OSWorld's metrics that read it (check_accessibility_tree); "
     "the desktop's AT-SPI tree is an observation (DesktopEnv(observation_type='a11y_tree'))",
-    "vm_terminal_output": "OSWorld reads GNOME Terminal's text through the accessibility tree; the "
-    "image's terminal is xterm, which has no accessibility support",
     "vm_wallpaper": "the desktop has no wallpaper manager",
     "content_from_vm_file": "reads .xlsx rows with pandas/openpyxl; convert with `ssconvert` in a "
     "`vm_command_line` getter instead",

@@ -66,7 +66,8 @@ def element(node, depth):
         pass
     try:
         t = node.queryText()
-        e.text = t.getText(0, min(t.characterCount, MAX_TEXT))
+        # a terminal's whole text (what vm_terminal_output reads), other text cut short
+        e.text = t.getText(0, min(t.characterCount, 1 << 16 if role == "terminal" else MAX_TEXT))
     except Exception:
         pass
     for i in range(min(node.childCount, 500)):
@@ -122,3 +123,23 @@ def linearize(tree_xml: str, max_lines: int = 400) -> str:
             lines.append("...")
             break
     return "\n".join(lines)
+
+
+def terminal_output(tree_xml: str) -> str | None:
+    """OSWorld's `vm_terminal_output`: the text of the focused terminal in the active window,
+    right-stripped; None unless exactly one terminal matches (OSWorld asks for GNOME
+    Terminal's; any app's terminal object counts here)."""
+    try:
+        root = ET.fromstring(tree_xml) if tree_xml else None
+    except ET.ParseError:
+        return None
+    if root is None:
+        return None
+    found = [
+        t
+        for frame in root.iter("frame")
+        if frame.get(f"{{{ST}}}active") == "true"
+        for t in frame.iter("terminal")
+        if t.get(f"{{{ST}}}focused") == "true"
+    ]
+    return (found[0].text or "").rstrip() if len(found) == 1 else None

@@ -15,7 +15,8 @@ OSWorld's tasks are written for its Ubuntu VM, where a server running as user `u
   evaluation steps that use it work.
 - A `python -c "import pyautogui; ..."` setup command is not run in the sandbox: its calls
   are parsed as the agent's actions are and replayed with xdotool, their coordinates scaled
-  from OSWorld's 1920x1080 screen to this one (`replay_pyautogui`).
+  from OSWorld's 1920x1080 screen to this one (`replay_pyautogui`); a Ctrl+Alt shortcut
+  waits (up to 5 s) for the window it opens to take the focus.
 """
 
 from __future__ import annotations
@@ -119,8 +120,21 @@ def replay_lines(code: str, width: int, height: int, max_wait_s: float = 10.0) -
         if args.get("x") is not None and args.get("y") is not None:
             args["x"] = min(width - 1, round(args["x"] * sx))
             args["y"] = min(height - 1, round(args["y"] * sy))
-        lines.append(to_commands(type(a)(a.name, args), max_wait_s))
+        cmds = to_commands(type(a)(a.name, args), max_wait_s)
+        if a.name == "hotkey" and {"Control_L", "Alt_L"} <= set(args.get("keys") or ()):
+            cmds = [_ACTIVE_BEFORE, *cmds, _WAIT_ACTIVE_CHANGE]
+        lines.append(cmds)
     return lines
+
+
+# A desktop shortcut (Ctrl+Alt+...: Ctrl+Alt+T opens a terminal) in setup code waits, up to 5 s,
+# for the window it opens to take the focus: OSWorld's setups give it a fixed 0.5 s and then
+# type into it, which a loaded container can miss (the typing went to the desktop, measured).
+_ACTIVE_BEFORE = "_w=$(xdotool getactivewindow 2>/dev/null || true)"
+_WAIT_ACTIVE_CHANGE = (
+    "for _i in $(seq 100); do _v=$(xdotool getactivewindow 2>/dev/null || true); "
+    '[ -n "$_v" ] && [ "$_v" != "$_w" ] && break; sleep 0.05; done'
+)
 
 
 __all__ = [

@@ -38,7 +38,7 @@ from ..spaces import UnicodeText, chat_observation_space
 from .a11y import linearize, read_tree
 from .actions import ActionError, describe, parse_actions, to_commands
 from .commands import SHIM_DIR, SUDO_SHIM
-from .evaluators import evaluate
+from .evaluators import evaluate, uses_a11y
 from .screen import DisplayError, Screen, XDisplay
 from .steps import StepContext, run_steps
 
@@ -85,7 +85,7 @@ DESKTOP_FILES = {
     f"{HOME}/.config/vlc/vlcrc": "[qt]\nqt-privacy-ask=0\n",
 }
 
-_TERMINAL_KEY = '<keybind key="C-A-t"><action name="Execute"><command>xterm</command></action></keybind>'
+_TERMINAL_KEY = '<keybind key="C-A-t"><action name="Execute"><command>lxterminal</command></action></keybind>'
 _SHIM_B64 = base64.b64encode(SUDO_SHIM.encode()).decode()
 
 DEFAULT_TASK = DesktopTask(
@@ -140,11 +140,12 @@ class DesktopEnv(SandboxEnv):
         if observation_type not in OBSERVATION_TYPES:
             raise ValueError(f"observation_type {observation_type!r}; one of {', '.join(OBSERVATION_TYPES)}")
         self.observation_type = observation_type
-        self.display = XDisplay(screen_width, screen_height, a11y="a11y" in observation_type)
+        self.observes_tree = "a11y" in observation_type
+        self.display = XDisplay(screen_width, screen_height, a11y=self.observes_tree)
         obs: dict[str, spaces.Space[Any]] = {"messages": chat_observation_space()}
         if "screenshot" in observation_type:
             obs["screenshot"] = spaces.Box(0, 255, (screen_height, screen_width, 3), np.uint8)
-        if self.display.a11y:
+        if self.observes_tree:
             obs["a11y_tree"] = UnicodeText()
         self.observation_space = spaces.Dict(obs)
         self.settle_s, self.wait_s, self.max_wait_s = settle_s, wait_s, max_wait_s
@@ -176,14 +177,16 @@ class DesktopEnv(SandboxEnv):
             # NO_AT_BRIDGE: GTK apps would wait for an accessibility bus that does not exist;
             # GSETTINGS_BACKEND=keyfile: no dconf daemon (no D-Bus) in the sandbox, and unlike
             # `memory` a `gsettings set` persists (in ~/.config/glib-2.0/settings/keyfile).
-            # With the accessibility tree on, the display's env has the session bus instead.
-            env={"NO_AT_BRIDGE": "1", **self.display.env, "GSETTINGS_BACKEND": "keyfile"},
+            # The same for every task (so sandboxes are reused); with AT-SPI on, the display's
+            # env (passed to every command) turns the bridge on and names the session bus.
+            env={"DISPLAY": self.display.display, "NO_AT_BRIDGE": "1", "GSETTINGS_BACKEND": "keyfile"},
             files=DESKTOP_FILES,
             setup=(
                 # OSWorld's conventions (see `commands`): ~/Desktop, /home/user for its user's
                 # home, and the sudo shim that root-run setup steps find first on their PATH,
                 # written by root where the agent cannot change it.
-                # Ctrl+Alt+T opens a terminal, as on OSWorld's Ubuntu (setup steps press it).
+                # Ctrl+Alt+T opens a terminal, as on OSWorld's Ubuntu (setup steps press it): a
+                # VTE one (LXTerminal), whose text AT-SPI reads, as OSWorld's GNOME Terminal.
                 f"mkdir -p {HOME}/.config/openbox && sed 's#</keyboard>#{_TERMINAL_KEY}</keyboard>#' "
                 f"/etc/xdg/openbox/rc.xml > {HOME}/.config/openbox/rc.xml",
                 f"mkdir -p {HOME}/Desktop && chown -R {user}: {HOME}",
@@ -195,6 +198,8 @@ class DesktopEnv(SandboxEnv):
 
     async def _start_display(self, task: DesktopTask) -> None:
         """Start X in the leased sandbox; if it cannot, replace the sandbox once and retry."""
+        # AT-SPI runs when the tree is observed or when the task's evaluator reads it.
+        self.display.a11y = self.observes_tree or uses_a11y(task.evaluator)
         try:
             await self.display.start(self.sandbox)
             return
@@ -241,7 +246,7 @@ class DesktopEnv(SandboxEnv):
         accessibility tree on, the tree read now (kept for the observation) as a table."""
         w, h = self.display.width, self.display.height
         text = self._screen.describe(w, h)
-        if self.display.a11y:
+        if self.observes_tree:
             self._tree = await read_tree(self.sandbox, self.display.env)
             text += f"\n\nAccessibility tree:\n{linearize(self._tree)}"
         return text
@@ -329,7 +334,7 @@ class DesktopEnv(SandboxEnv):
         if "screenshot" in self.observation_type:
             image = self._screen.image
             obs["screenshot"] = image.copy() if image is not None else self.display.blank()
-        if self.display.a11y:
+        if self.observes_tree:
             obs["a11y_tree"] = self._tree
         return obs
 

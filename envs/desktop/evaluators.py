@@ -21,6 +21,7 @@ from arborl.sandboxes import SandboxCrashed, SandboxFileNotFound, SandboxUnrespo
 from arborl.tasks.osworld import OSWorldEvaluator, OSWorldGetter
 
 from . import commands
+from .a11y import read_tree, terminal_output
 from .metrics import METRIC_FUNCS
 from .steps import StepContext, run_steps
 
@@ -103,6 +104,15 @@ async def _default_video_player(ctx: StepContext) -> str:
     return Counter(apps).most_common(1)[0][0] if apps else "unknown"
 
 
+#: Getters that read the accessibility tree: the display runs AT-SPI for tasks that use them.
+A11Y_GETTERS = frozenset({"vm_terminal_output"})
+
+
+def uses_a11y(ev: OSWorldEvaluator) -> bool:
+    """Whether the evaluator reads the accessibility tree."""
+    return any(g is not None and g.type in A11Y_GETTERS for g in (*ev.result, *ev.expected))
+
+
 async def get(getter: OSWorldGetter | None, ctx: StepContext) -> Any:
     """Run one getter (OSWorld's `get_<type>`)."""
     if getter is None:
@@ -127,6 +137,8 @@ async def get(getter: OSWorldGetter | None, ctx: StepContext) -> Any:
         return r.exit_code == 0
     if kind == "default_video_player":
         return await _default_video_player(ctx)
+    if kind == "vm_terminal_output":
+        return terminal_output(await read_tree(ctx.sandbox, ctx.display.env))
     if kind == "vm_screen_size":
         return {"width": ctx.display.width, "height": ctx.display.height}
     windows = await ctx.display.windows(ctx.sandbox)
@@ -154,6 +166,7 @@ GETTER_TYPES = (
     "vm_screen_size",
     "vm_window_size",
     "default_video_player",
+    "vm_terminal_output",
     "vm_active_window_title",
     "vm_window_titles",
 )

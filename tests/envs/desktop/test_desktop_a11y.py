@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from arborl.envs.desktop.a11y import linearize
+from arborl.envs.desktop.a11y import linearize, terminal_output
 from arborl.envs.desktop.env import DesktopEnv
 from arborl.tasks.osworld import load_osworld_task
 
@@ -31,6 +31,21 @@ def test_linearize_lists_named_or_texted_nodes_on_screen():
         "text\t\ttwo\\nlines\t(5, 6)\t(600, 400)",
     ]
     assert linearize("") == rows[0] and linearize("<broken") == rows[0]
+
+
+def test_terminal_output_is_the_focused_terminal_of_the_active_window():
+    st = 'xmlns:st="https://accessibility.ubuntu.example.org/ns/state"'
+
+    def tree(*frames):
+        return f'<desktop-frame {st} name="main"><application name="lxterminal">{"".join(frames)}</application></desktop-frame>'
+
+    active = '<frame name="a" st:active="true"><terminal name="" st:focused="true">$ stty size\n43 132\n$  </terminal></frame>'
+    inactive = '<frame name="b"><terminal name="" st:focused="true">other</terminal></frame>'
+    assert terminal_output(tree(active, inactive)) == "$ stty size\n43 132\n$"
+    assert terminal_output(tree(inactive)) is None  # no active window
+    assert terminal_output(tree(active.replace('st:focused="true"', ""))) is None  # not focused
+    assert terminal_output(tree(active, active)) is None  # two candidates: OSWorld gives None too
+    assert terminal_output("") is None
 
 
 def test_an_unknown_observation_type_is_refused():
