@@ -72,20 +72,6 @@ class PhaseBudget:
     rl_share: float = 0.25
     probe: int = 5  # steps timed before a phase is planned (the first one is left out: warm-up)
 
-    def sft_left_s(self, elapsed_s: float, evals_left: int, eval_s: float) -> float:
-        """Seconds the warm start's remaining steps may take: its share of the budget, less
-        what the run has spent and its remaining evaluations will."""
-        if self.budget_s is None:
-            return math.inf
-        return (1.0 - self.rl_share) * self.budget_s - elapsed_s - evals_left * eval_s
-
-    def rl_left_s(self, elapsed_s: float, eval_s: float) -> float:
-        """Seconds RL's remaining steps may take: the rest of the budget, less its final
-        evaluation."""
-        if self.budget_s is None:
-            return math.inf
-        return self.budget_s - elapsed_s - eval_s
-
     def plan_sft(
         self,
         *,
@@ -97,21 +83,45 @@ class PhaseBudget:
         eval_s: float,
     ) -> Cut:
         """The warm start's steps, measured `step_s` seconds each after `done` of them. Its
-        evaluations (every `eval_every` steps, plus the final one) take `eval_s` each."""
+        evaluations (every `eval_every` steps, and the final one) take `eval_s` each; it may
+        last until (1 - rl_share) of the budget."""
+        end = None if self.budget_s is None else (1.0 - self.rl_share) * self.budget_s
+        return self._plan("sft", end, planned, done, step_s, elapsed_s, eval_every, eval_s)
 
-        def evals_until(last: int) -> int:  # the final one, and those on the way
-            return 1 + (sum(1 for s in range(done + 1, last) if s % eval_every == 0) if eval_every else 0)
+    def plan_rl(
+        self,
+        *,
+        planned: int,
+        done: int,
+        step_s: float,
+        elapsed_s: float,
+        eval_every: int | None,
+        eval_s: float,
+    ) -> Cut:
+        """RL's steps, measured `step_s` seconds each after `done` of them; its evaluations
+        (every `eval_every` steps, and the final one) take `eval_s` each; it may last until
+        the end of the budget."""
+        return self._plan("rl", self.budget_s, planned, done, step_s, elapsed_s, eval_every, eval_s)
 
-        left = self.sft_left_s(elapsed_s, evals_until(planned), eval_s)
-        kept = steps_that_fit(planned=planned, done=done, step_s=step_s, left_s=left)
+    def _plan(
+        self,
+        phase: str,
+        end_s: float | None,
+        planned: int,
+        done: int,
+        step_s: float,
+        elapsed_s: float,
+        eval_every: int | None,
+        eval_s: float,
+    ) -> Cut:
+        if end_s is None:
+            return Cut(phase, planned, planned, step_s, math.inf)
+
+        def left(last: int) -> float:  # seconds for steps, less the evaluations up to `last`
+            evals = 1 + (sum(1 for s in range(done + 1, last) if s % eval_every == 0) if eval_every else 0)
+            return end_s - elapsed_s - evals * eval_s
+
+        kept = steps_that_fit(planned=planned, done=done, step_s=step_s, left_s=left(planned))
         if kept < planned:  # the evaluations the cut leaves out give their time back to steps
-            left = self.sft_left_s(elapsed_s, evals_until(kept), eval_s)
-            kept = steps_that_fit(planned=planned, done=done, step_s=step_s, left_s=left)
-        return Cut("sft", planned, kept, step_s, left)
-
-    def plan_rl(self, *, planned: int, done: int, step_s: float, elapsed_s: float, eval_s: float) -> Cut:
-        """RL's steps, measured `step_s` seconds each (evaluations on the way included) after
-        `done` of them; the final evaluation takes `eval_s`."""
-        left = self.rl_left_s(elapsed_s, eval_s)
-        kept = steps_that_fit(planned=planned, done=done, step_s=step_s, left_s=left)
-        return Cut("rl", planned, kept, step_s, left)
+            kept = steps_that_fit(planned=planned, done=done, step_s=step_s, left_s=left(kept))
+        return Cut(phase, planned, kept, step_s, left(kept))

@@ -33,6 +33,7 @@ class RunState:
 
     version: int = 0  # policy version: RL updates applied
     sft_steps: int = 0  # warm-start steps done
+    sft_planned: int = 0  # warm-start steps the time budget kept (0: not planned; sft.steps)
     cursor: int = 0  # next task index to dispatch
     trained: list[int] = field(default_factory=list)  # group indices trained on, in order
     dropped: list[int] = field(default_factory=list)  # group indices dropped as too stale

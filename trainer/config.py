@@ -151,7 +151,20 @@ class SFTConfig(_Strict):
 class RunConfig(_Strict):
     dir: str = Field("runs/train", description="run directory: metrics, checkpoints, trajectories")
     steps: int = Field(200, ge=0, description="RL updates")
-    time_budget_min: float | None = Field(None, gt=0, description="stop RL after this much wall time")
+    time_budget_min: float | None = Field(
+        None,
+        gt=0,
+        description="wall time of the whole run, planned per phase: after a few steps of each phase "
+        "its step time is measured and the phase is shortened to fit its share (trainer/budget.py); "
+        "what was cut is printed and recorded (metrics `budget` events, summary.json)",
+    )
+    rl_share: float = Field(
+        0.25,
+        gt=0,
+        lt=1,
+        description="the share of time_budget_min kept for RL: the warm start is sized to end by "
+        "(1 - rl_share) of the budget",
+    )
     eval_every: int = Field(20, ge=1, description="RL steps between evaluations")
     checkpoint_every: int = Field(20, ge=1, description="RL steps between checkpoints")
     keep_checkpoints: int = Field(2, ge=1)

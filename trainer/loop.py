@@ -45,6 +45,7 @@ from arborl.tasks.stream import task_stream
 from arborl.tasks.suites import resolve
 
 from .batch import trajectories_to_dataproto
+from .budget import Cut, PhaseBudget
 from .buffer import Group, GroupBuffer
 from .checkpoint import Checkpointer, RunState
 from .config import TrainConfig
@@ -77,13 +78,16 @@ class Trainer:
         self.progress = progress or Progress()
         self.state = RunState()
         self._pushes = 0  # engine weight updates so far (the engine counts them too)
+        self.cuts: dict[str, Cut] = {}  # what the time budget planned for each phase
+        self.rl_steps = config.run.steps  # RL's last step: the config's, unless the budget cuts it
+        self._last_eval_s = 0.0  # how long the latest held-out evaluation took
 
     # ---- public --------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
         self._t0 = time.time()
         self._setup()
         try:
-            if self.cfg.sft.steps > self.state.sft_steps:
+            if (self.state.sft_planned or self.cfg.sft.steps) > self.state.sft_steps:
                 await self._warm_start()  # ends with the evaluation that is also RL's step 0
             elif self.state.version == 0 and not self._has_eval("rl", 0):
                 await self._evaluate("rl", 0)
@@ -251,7 +255,9 @@ class Trainer:
                     len(episodes),
                 )
             write_trajectories(demos_path, demos)
+        t_eval = time.perf_counter()
         await self._evaluate("sft", 0)
+        eval_s = time.perf_counter() - t_eval
         learner = Learner(
             self.model,
             LearnerConfig(
@@ -265,8 +271,27 @@ class Trainer:
         rng = random.Random(self.cfg.run.seed)
         order: list[int] = []
         pad = self.tokenizer.pad_token_id
+        budget, target = self._phase_budget(), sft.steps
         with self.progress.phase("warm start (SFT)", total=sft.steps) as bar:
-            for step in range(1, sft.steps + 1):
+            step = 0
+            while step < target:
+                step += 1
+                if step == 2:  # the first step warms up (allocations, kernels): timed from here
+                    t_steps = time.perf_counter()
+                if step == budget.probe + 1 and budget.budget_s is not None:
+                    cut = budget.plan_sft(
+                        planned=sft.steps,
+                        done=step - 1,
+                        step_s=(time.perf_counter() - t_steps) / (step - 2),
+                        elapsed_s=self._elapsed(),
+                        eval_every=sft.eval_every,
+                        eval_s=eval_s,
+                    )
+                    target = self._record_cut(cut, bar)
+                    self.state.sft_planned = target
+                    learner.config.total_steps = target  # the cosine schedule ends with the warm start
+                    if step > target:
+                        break
                 if len(order) < sft.batch_size:
                     order += rng.sample(range(len(demos)), len(demos))
                 batch = [demos[order.pop()] for _ in range(sft.batch_size)]
@@ -274,13 +299,13 @@ class Trainer:
                 m = await asyncio.to_thread(self._in_learner_thread, learner.sft_update, data, sft.env_weight)
                 self.state.sft_steps = step
                 bar.advance(f"nll {m['sft/nll']:.3f}")
-                if step % 25 == 0 or step == sft.steps:
+                if step % 25 == 0 or step == target:
                     self.metrics.log("sft", step, m)
-                if sft.eval_every and step % sft.eval_every == 0 and step < sft.steps:
+                if sft.eval_every and step % sft.eval_every == 0 and step < target:
                     await self._push_weights()
                     await self._evaluate("sft", step)
         await self._push_weights()
-        m = await self._evaluate("sft", sft.steps)
+        m = await self._evaluate("sft", self.state.sft_steps)
         self.metrics.log("eval-rl", 0, m)
         self._save()
 
@@ -321,11 +346,26 @@ class Trainer:
         )
         runner = asyncio.create_task(manager.run(), name="rollouts")
         budget_s = cfg.run.time_budget_min * 60 if cfg.run.time_budget_min else math.inf
+        budget, first, eval_s = self._phase_budget(), self.state.version, self._last_eval_s
         try:
             with self.progress.phase(
-                "reinforcement learning", total=cfg.run.steps, done=self.state.version
+                "reinforcement learning", total=self.rl_steps, done=self.state.version
             ) as bar:
-                while self.state.version < cfg.run.steps and self._elapsed() < budget_s:
+                while self.state.version < self.rl_steps and self._elapsed() < budget_s:
+                    if self.state.version == first + 1:  # the first step warms up: timed from here
+                        t_steps = time.perf_counter()
+                    if self.state.version == first + budget.probe and budget.budget_s is not None:
+                        cut = budget.plan_rl(
+                            planned=cfg.run.steps,
+                            done=self.state.version,
+                            step_s=(time.perf_counter() - t_steps) / (budget.probe - 1),
+                            elapsed_s=self._elapsed(),
+                            eval_every=cfg.run.eval_every,
+                            eval_s=eval_s,
+                        )
+                        self.rl_steps = self._record_cut(cut, bar)
+                        if self.state.version >= self.rl_steps:
+                            break
                     t0 = time.perf_counter()
                     take = asyncio.create_task(
                         self.buffer.take(cfg.rollout.groups_per_step, self.state.version)
@@ -355,15 +395,32 @@ class Trainer:
                     self.metrics.log("rl", self.state.version, m)
                     bar.advance(f"reward {m['rollout/reward']:.2f} · success {m['rollout/success']:.2f}")
                     v = self.state.version
-                    if v % cfg.run.eval_every == 0 or v == cfg.run.steps:
+                    last = v == self.rl_steps or self._elapsed() >= budget_s
+                    if v % cfg.run.eval_every == 0 or last:
                         await self._evaluate("rl", v)
-                    if v % cfg.run.checkpoint_every == 0 and v < cfg.run.steps:
+                    if v % cfg.run.checkpoint_every == 0 and not last:
                         self._save()
         finally:
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
             await manager.close()
         self._save()  # after the rollouts stopped, so it accounts for every stored group
+
+    def _phase_budget(self) -> PhaseBudget:
+        minutes = self.cfg.run.time_budget_min
+        return PhaseBudget(minutes * 60 if minutes else None, rl_share=self.cfg.run.rl_share)
+
+    def _record_cut(self, cut: Cut, bar: Any) -> int:
+        """Say what the budget planned for a phase (stdout, metrics, summary); its steps."""
+        self.cuts[cut.phase] = cut
+        self.metrics.log(
+            "budget", self.state.version if cut.phase == "rl" else self.state.sft_steps, cut.as_metrics()
+        )
+        self.progress.note(cut.message())
+        if cut.shortened:
+            log.warning(cut.message())
+            bar.total(cut.kept)
+        return cut.kept
 
     def _in_learner_thread(self, fn: Any, *args: Any) -> Any:
         """Call `fn` on a worker thread with the learner's share of torch threads (thread-local)."""
@@ -456,6 +513,13 @@ class Trainer:
 
     # ---- evaluation ------------------------------------------------------------------------
     async def _evaluate(self, phase: str, step: int) -> dict[str, float]:
+        start = time.perf_counter()
+        try:
+            return await self._evaluate_once(phase, step)
+        finally:
+            self._last_eval_s = time.perf_counter() - start
+
+    async def _evaluate_once(self, phase: str, step: int) -> dict[str, float]:
         with self.progress.phase(f"evaluating ({len(self.eval_tasks)} tasks)", total=None):
             episodes = await self.greedy.run_episodes(self.env_factory, self.eval_tasks, concurrency=16)
         m = success_metrics(episodes, self.eval_tasks)
@@ -482,4 +546,6 @@ class Trainer:
             "evals": evals,
             "initial_success": evals[0][2] if evals else None,
             "final_success": evals[-1][2] if evals else None,
+            # what the time budget planned per phase (planned vs kept steps, measured step time)
+            "budget": {k: dataclasses.asdict(c) for k, c in self.cuts.items()},
         }

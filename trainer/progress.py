@@ -26,6 +26,10 @@ class PhaseBar:
     def status(self, status: str) -> None:
         self._progress.update(self._task, status=status)
 
+    def total(self, total: int) -> None:
+        """The phase's length changed (a time budget shortened it)."""
+        self._progress.update(self._task, total=total)
+
 
 class Progress:
     """Phases (warm start, RL, evaluations) shown as bars with a status line."""
