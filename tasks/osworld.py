@@ -84,7 +84,7 @@ MISSING_APPS = {
     "gimp": "nothing: there is no image editor",
     "code": "mousepad",
     "thunderbird": "nothing: there is no mail client",
-    "gnome-terminal": "xterm",
+    "gnome-terminal": "lxterminal (Ctrl+Alt+T) or xterm",
     "nautilus": "pcmanfm",
     "gedit": "mousepad",
 }
