@@ -39,7 +39,7 @@ from .base import MANAGED_LABEL, Sandbox, SandboxBackend, SandboxInfo, SandboxSp
 from .cgroups import CgroupError, SandboxCgroups, leftover_ids
 from .channel import Channel, ChannelTimeout
 from .errors import SandboxStartError, SandboxUnavailable
-from .owner import OWNER_PID, owner_alive, owner_labels
+from .owner import OWNER_PID, is_same_process, owner_alive, owner_labels, process_start
 from .server.wire import write_key
 
 SERVER_DIR = Path(__file__).with_name("server")
@@ -278,6 +278,7 @@ class LocalBackend(SandboxBackend):
         finally:
             log.close()
         meta["arborl.bwrap_pid"] = str(proc.pid)
+        meta["arborl.bwrap_start"] = process_start(proc.pid) or ""
         (root / "meta.json").write_text(json.dumps(meta))
         sandbox = Sandbox(sandbox_id, spec, Channel(str(root / "sock" / "agent.sock"), key), self)
         sandbox.handle = (proc, root, writable, cgroups)
@@ -350,8 +351,7 @@ class LocalBackend(SandboxBackend):
     def list_sandboxes(self) -> list[SandboxInfo]:
         infos = []
         for _root, meta in self._entries():
-            pid = int(meta.get("arborl.bwrap_pid", 0))
-            running = pid > 0 and Path(f"/proc/{pid}").exists()
+            running = is_same_process(int(meta.get("arborl.bwrap_pid", 0)), meta.get("arborl.bwrap_start"))
             infos.append(
                 SandboxInfo(
                     id=meta["arborl.sandbox_id"],
@@ -370,8 +370,11 @@ class LocalBackend(SandboxBackend):
         removed = []
         for root, meta in self._entries():
             if all_sandboxes or not owner_alive(meta):
+                # Only while the pid is still that bwrap: a dead sandbox's pid may have been
+                # reused by now, by a process group leader such as dockerd (started with
+                # setsid), which a blind killpg took down. The cgroup kills the rest.
                 pid = int(meta.get("arborl.bwrap_pid", 0))
-                if pid > 0:
+                if is_same_process(pid, meta.get("arborl.bwrap_start")):
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(pid, signal.SIGKILL)
                 SandboxCgroups(meta["arborl.sandbox_id"]).remove()

@@ -24,6 +24,18 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+def is_same_process(pid: int, start: str | None) -> bool:
+    """True while `pid` is still the process that had start time `start`: a pid read from a
+    file written earlier may belong to another process by now (pids wrap, within minutes on a
+    busy machine), and signalling it would hit that one."""
+    return pid > 0 and bool(start) and _start_time(pid) == start
+
+
+def process_start(pid: int) -> str | None:
+    """`pid`'s start time (clock ticks since boot), to tell it from a later process of that pid."""
+    return _start_time(pid)
+
+
 def owner_labels() -> dict[str, str]:
     pid = os.getpid()
     return {OWNER_HOST: socket.gethostname(), OWNER_PID: str(pid), OWNER_START: _start_time(pid) or ""}
