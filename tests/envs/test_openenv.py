@@ -71,17 +71,45 @@ class Server:
             self.proc.wait()
 
 
-def run_python(code: str, cwd: Path) -> str:
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res.stdout
+#: Run before a docs client block: importing OpenEnv (gradio) takes 10-15 s, as long as the
+#: server's own start-up, so the client imports while the server starts, then waits for it;
+#: the block itself still runs as written.
+CLIENT_PRELUDE = """
+import time, urllib.request
+import openenv.core
+deadline = time.monotonic() + 240
+while True:
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:{port}/health", timeout=2):
+            break
+    except OSError:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.3)
+"""
+
+
+def run_client_with(server: Server, code: str, cwd: Path) -> str:
+    """Start the docs client block beside the starting server; its stdout."""
+    client = subprocess.Popen(
+        [sys.executable, "-c", CLIENT_PRELUDE.format(port=server.port) + code],
+        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        server.wait()
+        out, err = client.communicate(timeout=300)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    assert client.returncode == 0, err[-3000:]
+    return out
 
 
 def test_use_an_openenv_server_as_an_arborl_env(tmp_path):
     server = Server(block("use-openenv-server"), tmp_path)
     try:
-        server.wait()
-        out = run_python(block("use-openenv-python"), tmp_path).splitlines()
+        out = run_client_with(server, block("use-openenv-python"), tmp_path).splitlines()
         assert out == ["Echo Env environment ready!", "hello 0.5"]
     finally:
         server.stop()
@@ -90,8 +118,7 @@ def test_use_an_openenv_server_as_an_arborl_env(tmp_path):
 def test_serve_an_arborl_env_to_an_openenv_client(tmp_path, local_backend):
     server = Server(block("serve-arborl-server"), tmp_path)
     try:
-        server.wait()
-        out = run_python(block("serve-arborl-python"), tmp_path).splitlines()
+        out = run_client_with(server, block("serve-arborl-python"), tmp_path).splitlines()
         assert out == ["What is 73 + 86?", "159", "1.0 True"]
     finally:
         server.stop()
