@@ -42,6 +42,9 @@ def run_on_loop(coro):
     return get_runtime().run(coro)
 
 
+# Local only: on Docker the same gold and empty runs are tests/eval/test_suite_validation.py's
+# web-mini case (through `arborl eval`, 2-3 minutes); running them twice cost CI the time.
+@pytest.mark.parametrize("web_backend", ["local"], indirect=True)
 def test_web_mini_gold_solves_every_task_and_giving_up_solves_none(make_web_env):
     env = make_web_env()
     tasks = SUITE.tasks()
