@@ -2,7 +2,7 @@
 
 A `SandboxBackend` (docker.py, local.py) decides where a sandbox lives and how it starts,
 stops and is inspected. A `Sandbox` is what callers use: exec, files, snapshot/reset. Every
-operation travels over one long-lived channel to the `agent_server` inside, so the same code
+operation travels over one long-lived channel to the server inside (`server/`), so the same code
 serves both backends.
 """
 
