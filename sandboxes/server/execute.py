@@ -75,8 +75,9 @@ def run(req: dict, uid: int | None, gid: int | None, home: str) -> dict:
     cmd = req["cmd"]
     argv = ["/bin/bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
     as_root = req.get("user") == "root"
-    drop = not as_root and uid is not None
-    if drop and SETPRIV is not None:
+    as_agent = not as_root and uid is not None
+    drop = as_agent and SETPRIV is None  # Popen switches ids itself (forks) only without setpriv
+    if as_agent and SETPRIV is not None:
         argv = [
             SETPRIV,
             f"--reuid={uid}",
@@ -86,7 +87,6 @@ def run(req: dict, uid: int | None, gid: int | None, home: str) -> dict:
             "--",
             *argv,
         ]
-        drop = False
     env = {**BASE_ENV, "HOME": "/root" if as_root else home}
     env.update(req.get("env") or {})
     limit = int(req.get("max_output", 64 * 1024))
