@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .base import Sandbox, SandboxBackend, SandboxSpec
 from .errors import PoolClosed, PoolTimeout, SandboxCrashed
-from .metrics import LatencyStats
+from .latency import LatencyStats
 
 log = logging.getLogger(__name__)
 
