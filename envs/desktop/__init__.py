@@ -8,14 +8,15 @@
 - `actions.py`   pyautogui-style replies → validated actions → xdotool command lines
 - `screen.py`    the X display in the sandbox: start, act, screenshot, window list
 - `steps.py`     OSWorld setup steps (config / postconfig)
-- `evaluators.py` OSWorld getters and the evaluation logic; `metrics.py` the metrics
+- `evaluators.py` OSWorld getters and the evaluation logic
+- `osworld_metrics.py` OSWorld's metrics by name (`METRIC_FUNCS`); `os_metrics.py` the `os` domain's and `multi_apps`'
 - `env.py`       the Gymnasium env
 """
 
 from .actions import Action, ActionError, parse_actions, to_commands
 from .env import DEFAULT_TASK, DesktopEnv
 from .evaluators import evaluate
-from .metrics import METRIC_FUNCS
+from .osworld_metrics import METRIC_FUNCS
 from .screen import DisplayError, Screen, Window, XDisplay
 from .steps import DesktopSetupError
 

@@ -22,7 +22,7 @@ from arborl.tasks.osworld import OSWorldEvaluator, OSWorldGetter
 
 from . import commands
 from .a11y import read_tree, terminal_output
-from .metrics import METRIC_FUNCS
+from .osworld_metrics import METRIC_FUNCS
 from .steps import StepContext, run_steps
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Metrics of OSWorld's `os` domain and of its `multi_apps` tasks that need only Debian
 packages (its `metrics/basic_os.py`, `general.py` and `gimp.py` names), as pure functions of
-what the getters returned. Same contract as `metrics`: `(result, expected,
+what the getters returned. Same contract as `osworld_metrics`: `(result, expected,
 **options) -> score in [0, 1]`; `expected` is None where the task gives none.
 """
 

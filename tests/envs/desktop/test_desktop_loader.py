@@ -8,7 +8,7 @@ import json
 import pytest
 from desktop_helpers import task
 
-from arborl.envs.desktop import evaluators, metrics, steps
+from arborl.envs.desktop import evaluators, osworld_metrics, steps
 from arborl.tasks import get_suite
 from arborl.tasks.osworld import (
     GETTERS,
@@ -120,7 +120,7 @@ def test_files_on_disk_load_with_relative_uploads(tmp_path):
 def test_the_desktop_vocabulary_is_implemented_by_the_env():
     """tasks/osworld.py names what the env runs; envs/desktop must run exactly that."""
     assert set(evaluators.GETTER_TYPES) == set(GETTERS)
-    assert set(metrics.METRIC_FUNCS) | {"infeasible"} == set(METRICS)
+    assert set(osworld_metrics.METRIC_FUNCS) | {"infeasible"} == set(METRICS)
     body = inspect.getsource(steps.run_step)  # the step kinds are the branches of run_step
     for kind in SETUP_STEPS:
         assert f'"{kind}"' in body, f"setup step {kind!r} has no branch in steps.run_step"

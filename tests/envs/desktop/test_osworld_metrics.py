@@ -9,7 +9,7 @@ import pytest
 from desktop_helpers import task
 
 from arborl.envs.desktop.evaluators import evaluate
-from arborl.envs.desktop.metrics import (
+from arborl.envs.desktop.osworld_metrics import (
     check_csv,
     check_direct_json_object,
     check_include_exclude,

@@ -4,6 +4,9 @@ Each takes `(result, expected, **options)` as in OSWorld (desktop_env/evaluators
 returns a score in [0, 1]. File metrics get host paths (a `vm_file` or `cache_file` getter)
 and score 0 for a missing file (None). `fuzzy_match` uses difflib's ratio where OSWorld uses
 rapidfuzz's: both are 1.0 for equal strings and close otherwise, not identical in between.
+
+`METRIC_FUNCS` is every metric by the name a task's evaluator `func` gives: these, and the
+`os` domain's and `multi_apps`' from `os_metrics.py`.
 """
 
 from __future__ import annotations
