@@ -46,7 +46,7 @@ from bench_trainer import main_job_model, slug, t975
 
 from arborl.trainer.config import TrainConfig
 from arborl.trainer.loop import Trainer
-from arborl.trainer.metrics import read_metrics
+from arborl.trainer.metrics_log import read_metrics
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

@@ -57,7 +57,7 @@ import gymnasium
 from arborl.envs import register_env
 from arborl.trainer.config import TrainConfig
 from arborl.trainer.loop import Trainer
-from arborl.trainer.metrics import read_metrics
+from arborl.trainer.metrics_log import read_metrics
 from arborl.trainer.report import _series, plot_runs, running_mean
 
 HERE = Path(__file__).resolve().parent

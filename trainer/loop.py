@@ -50,7 +50,7 @@ from .buffer import Group, GroupBuffer
 from .checkpoint import Checkpointer, RunState
 from .config import TrainConfig
 from .learner import Learner, LearnerConfig
-from .metrics import MetricsLogger, success_metrics
+from .metrics_log import MetricsLogger, success_metrics
 from .progress import Progress
 from .rollout import RolloutManager, dispatch_limit, max_in_flight, max_staleness
 from .store import TrajectoryStore
@@ -229,7 +229,7 @@ class Trainer:
         )
 
     def _has_eval(self, phase: str, step: int) -> bool:
-        from .metrics import read_metrics
+        from .metrics_log import read_metrics
 
         return any(
             e.get("phase") == f"eval-{phase}" and e.get("step") == step for e in read_metrics(self.dir)
@@ -533,7 +533,7 @@ class Trainer:
         return m
 
     def _summary(self) -> dict[str, Any]:
-        from .metrics import read_metrics
+        from .metrics_log import read_metrics
 
         events = read_metrics(self.dir)
         evals = [(e["phase"], e["step"], e["success"]) for e in events if e["phase"].startswith("eval-")]

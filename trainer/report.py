@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .metrics import read_metrics
+from .metrics_log import read_metrics
 
 
 def _series(

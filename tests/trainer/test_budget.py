@@ -15,7 +15,7 @@ from arborl.trainer.budget import PhaseBudget, steps_that_fit
 from arborl.trainer.config import TrainConfig
 from arborl.trainer.learner import Learner
 from arborl.trainer.loop import Trainer
-from arborl.trainer.metrics import read_metrics
+from arborl.trainer.metrics_log import read_metrics
 
 
 def test_steps_that_fit_stay_between_the_steps_done_and_the_steps_planned():

@@ -22,7 +22,7 @@ from arborl.envs.base import Step, TextEnv
 from arborl.trainer.checkpoint import Checkpointer
 from arborl.trainer.config import TrainConfig
 from arborl.trainer.loop import RunDirError, Trainer
-from arborl.trainer.metrics import read_metrics
+from arborl.trainer.metrics_log import read_metrics
 from arborl.trainer.report import write_report
 from arborl.trainer.rollout import RolloutError
 
