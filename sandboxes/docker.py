@@ -36,6 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .base import MANAGED_LABEL, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
 from .channel import Channel, ChannelTimeout
+from .drop_ids import IN_SANDBOX as DROP_IN_SANDBOX
+from .drop_ids import drop_helper
 from .errors import SandboxStartError, SandboxUnavailable
 from .owner import OWNER_PID, owner_alive, owner_labels
 from .server.wire import write_key
@@ -176,6 +178,9 @@ class DockerBackend(SandboxBackend):
             "arborl.created": f"{time.time():.3f}",
             **owner_labels(),
         }
+        drop = drop_helper()
+        drop_args = ["--drop", DROP_IN_SANDBOX] if drop else []
+        drop_mount = {str(drop): {"bind": DROP_IN_SANDBOX, "mode": "ro"}} if drop else {}
         try:
             return self.client.containers.run(
                 spec.image,
@@ -192,6 +197,7 @@ class DockerBackend(SandboxBackend):
                     spec.user,
                     "--limits",
                     json.dumps(rlimits),
+                    *drop_args,
                 ],
                 name=f"arborl-{sandbox_id[:16]}",
                 working_dir=SERVER_HOME_IN_CONTAINER,
@@ -215,6 +221,7 @@ class DockerBackend(SandboxBackend):
                 volumes={
                     str(sock_dir): {"bind": SOCKET_DIR_IN_CONTAINER, "mode": "rw"},
                     str(SERVER_DIR): {"bind": f"{SERVER_HOME_IN_CONTAINER}/server", "mode": "ro"},
+                    **drop_mount,
                 },
                 hostname="sandbox",
             )

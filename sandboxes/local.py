@@ -38,6 +38,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from .base import MANAGED_LABEL, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
 from .cgroups import CgroupError, SandboxCgroups, leftover_ids
 from .channel import Channel, ChannelTimeout
+from .drop_ids import IN_SANDBOX as DROP_IN_SANDBOX
+from .drop_ids import drop_helper
 from .errors import SandboxStartError, SandboxUnavailable
 from .owner import OWNER_PID, is_same_process, owner_alive, owner_labels, process_start
 from .server.wire import write_key
@@ -178,6 +180,9 @@ class LocalBackend(SandboxBackend):
             str(root / "snap"),
             SNAPSHOT_IN_SANDBOX,
         ]
+        drop = drop_helper()
+        if drop:
+            argv += ["--ro-bind", str(drop), DROP_IN_SANDBOX]
         for host, inside in cgroups.mounts.items():
             argv += ["--ro-bind", host, inside]
         for i, path in enumerate(writable):
@@ -200,6 +205,7 @@ class LocalBackend(SandboxBackend):
             str(self.config.agent_uid),
             "--limits",
             json.dumps(rlimits),
+            *(["--drop", DROP_IN_SANDBOX] if drop else []),
         ]
         return argv
 

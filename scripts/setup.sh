@@ -12,6 +12,8 @@ APT_PACKAGES=(docker.io docker-compose debootstrap bubblewrap python3-pytest git
 # Debian's Chromium: the web env's browser on the local backend (`playwright install` cannot
 # download browsers here); in Docker the browser comes from the arborl/gui image.
 APT_PACKAGES+=(chromium)
+# A C compiler and static libc: the sandboxes' small id-dropping helper (sandboxes/drop_ids.c).
+APT_PACKAGES+=(gcc libc6-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -63,30 +63,33 @@ class Capture:
 # CPython forks instead of vforking when Popen is given `user=`/`group=` (the id changes
 # cannot run in a vfork child that shares the parent's memory), and forking the threaded
 # server costs more than the command (about 2 ms in the container, 10 ms for a larger
-# host process). util-linux's setpriv (Essential in Debian, so in every image and on the
-# host the local backend binds) drops to the agent's ids after a vfork instead; it sets
-# real, effective and saved ids and clears the groups, as `user=`/`extra_groups=[]` did,
-# and also the inheritable capabilities, which a bwrap sandbox's server keeps (with them a
-# file with inheritable file capabilities would hand them to the agent).
+# host process). So the vfork child execs a small program that drops to the agent's ids
+# and then execs the command: the harness's static `arborl-drop` (sandboxes/drop_ids.c)
+# where it was mounted, else util-linux setpriv (Essential in Debian, so in every image and
+# on the host; about 2 ms slower). Both set real, effective and saved ids, clear the groups
+# and the inheritable capabilities, which a bwrap sandbox's server keeps (with them a file
+# with inheritable file capabilities would hand them to the agent).
 SETPRIV = "/usr/bin/setpriv" if os.access("/usr/bin/setpriv", os.X_OK) else None
 
 
-def run(req: dict, uid: int | None, gid: int | None, home: str) -> dict:
+def as_agent_argv(argv: list[str], uid: int, gid: int | None, drop: str | None) -> list[str] | None:
+    """`argv` wrapped to run as the agent, or None where only Popen(user=) can switch ids."""
+    gid = gid if gid is not None else uid
+    if drop is not None and uid != 0 and gid != 0:  # the helper refuses root as a target
+        return [drop, str(uid), str(gid), *argv]
+    if SETPRIV is not None:
+        return [SETPRIV, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all", "--", *argv]
+    return None
+
+
+def run(req: dict, uid: int | None, gid: int | None, home: str, drop: str | None = None) -> dict:
     cmd = req["cmd"]
     argv = ["/bin/bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
     as_root = req.get("user") == "root"
-    as_agent = not as_root and uid is not None
-    drop = as_agent and SETPRIV is None  # Popen switches ids itself (forks) only without setpriv
-    if as_agent and SETPRIV is not None:
-        argv = [
-            SETPRIV,
-            f"--reuid={uid}",
-            f"--regid={gid if gid is not None else uid}",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--",
-            *argv,
-        ]
+    wrapped = as_agent_argv(argv, uid, gid, drop) if not as_root and uid is not None else None
+    # Popen switches ids itself (a fork) only where neither helper exists.
+    popen_drops = not as_root and uid is not None and wrapped is None
+    argv = wrapped or argv
     env = {**BASE_ENV, "HOME": "/root" if as_root else home}
     env.update(req.get("env") or {})
     limit = int(req.get("max_output", 64 * 1024))
@@ -103,9 +106,9 @@ def run(req: dict, uid: int | None, gid: int | None, home: str) -> dict:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            user=uid if drop else None,
-            group=gid if drop else None,
-            extra_groups=[] if drop else None,
+            user=uid if popen_drops else None,
+            group=gid if popen_drops else None,
+            extra_groups=[] if popen_drops else None,
         )
     except OSError as e:  # no such workdir, cannot fork (pids limit), ...
         return {

@@ -107,6 +107,7 @@ class Server:
                 entry = pwd.getpwnam(user)
                 uid, gid, self.home = entry.pw_uid, entry.pw_gid, entry.pw_dir
         self.creds = files.Credentials(uid, gid)
+        self.drop: str | None = None  # the arborl-drop helper's path, set by main()
         self._rearm: queue.SimpleQueue[Connection] = queue.SimpleQueue()
 
     # ---- setup ----------------------------------------------------------------------
@@ -129,7 +130,7 @@ class Server:
 
     # ---- requests -------------------------------------------------------------------
     def op_exec(self, req: dict) -> dict:
-        return execute.run(req, self.creds.uid, self.creds.gid, self.home)
+        return execute.run(req, self.creds.uid, self.creds.gid, self.home, self.drop)
 
     def op_read_file(self, req: dict) -> dict:
         return files.read_file(req, self.creds)
@@ -298,6 +299,7 @@ def main(argv: list[str]) -> None:
         "--user", default=None, help="run agent commands as this user or uid (server must be root)"
     )
     p.add_argument("--limits", default="{}", help="JSON {nofile, fsize, as, nproc, core} rlimits")
+    p.add_argument("--drop", default=None, help="the arborl-drop helper's path (else setpriv)")
     p.add_argument(
         "--own-pid-namespace",
         action="store_true",
@@ -315,6 +317,7 @@ def main(argv: list[str]) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     server = Server(a.socket, a.user, json.loads(a.limits), a.own_pid_namespace, key.encode())
+    server.drop = a.drop if a.drop and os.access(a.drop, os.X_OK) else None
     server.apply_limits()
     server.serve()
 

@@ -298,3 +298,20 @@ async def test_root_in_the_sandbox_cannot_read_the_channel_key(backend):
         assert sb.channel._key.decode() not in res.stdout
         assert "key" not in res.stdout.split()
         assert "MAPS-READ" not in res.stdout and "Permission denied" in res.stderr, res.output
+
+
+async def test_the_id_dropping_helper_is_read_only_and_useless_to_the_agent(backend):
+    """Agent commands start through arborl-drop: nobody in the sandbox can replace it, and
+    the agent running it gains nothing (it cannot switch ids, so it runs nothing)."""
+    from arborl.sandboxes.drop_ids import IN_SANDBOX
+
+    async with await backend.create(SMALL) as sb:
+        res = await sb.exec(f"echo x >> {IN_SANDBOX}", user="root")
+        assert res.exit_code != 0 and "Read-only" in res.stderr, res.output
+        res = await sb.exec(["cp", "/bin/true", IN_SANDBOX], user="root")
+        assert res.exit_code != 0, res.output
+        res = await sb.exec(f"{IN_SANDBOX} 1 1 touch /tmp/ran; ls /tmp")
+        assert "ran" not in res.stdout, res.output
+        # the server does start agent commands through it: its parent was exec'd from it
+        res = await sb.exec(["cat", "/proc/self/status"])
+        assert res.exit_code == 0
