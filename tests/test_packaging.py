@@ -67,6 +67,7 @@ def test_wheel_holds_only_the_arborl_namespace(tmp_path):
     data_files = (
         "sandboxes/server/main.py",
         "sandboxes/server/wire.py",
+        "sandboxes/drop_ids.c",
         "cli/conf/config.yaml",
         "cli/conf/sandbox/local.yaml",
         "cli/conf/train.yaml",
