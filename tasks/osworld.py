@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .osworld_tables import table_rules_problem
 from .spec import Task
 
 #: The sandbox image desktop tasks run in (`arborl sandbox build image=gui`).
@@ -119,6 +120,7 @@ GETTERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "vm_window_size": (frozenset({"app_class_name"}), frozenset()),
     "default_video_player": (frozenset(), frozenset()),
     "vm_terminal_output": (frozenset(), frozenset()),
+    "accessibility_tree": (frozenset(), frozenset()),
     # arborl additions (OSWorld reads windows through its accessibility tree instead):
     "vm_active_window_title": (frozenset(), frozenset()),
     "vm_window_titles": (frozenset(), frozenset()),
@@ -126,8 +128,6 @@ GETTERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 UNSUPPORTED_GETTERS = {
     "cloud_file": "the harness has no network; ship the file with the suite (`upload_file` in the "
     "config, then `vm_file`) or compare against a `rule`",
-    "accessibility_tree": "not implemented, nor OSWorld's metrics that read it (check_accessibility_tree); "
-    "the desktop's AT-SPI tree is an observation (DesktopEnv(observation_type='a11y_tree'))",
     "vm_wallpaper": "the desktop has no wallpaper manager",
     "content_from_vm_file": "reads .xlsx rows with pandas/openpyxl; convert with `ssconvert` in a "
     "`vm_command_line` getter instead",
@@ -159,6 +159,10 @@ METRICS: dict[str, frozenset[str]] = {
     # multi_apps metrics that need only Debian packages
     "check_line_number": frozenset(),
     "check_image_file_size": frozenset(),
+    # LibreOffice's files (office_metrics.py) and the accessibility tree (a11y_metrics.py)
+    "compare_table": frozenset({"rules"}),
+    "compare_docx_files": frozenset({"ignore_blanks", "ignore_case", "ignore_order", "content_only"}),
+    "check_accessibility_tree": frozenset(),
     "infeasible": frozenset(),
 }
 #: Metrics that read only their `result` (OSWorld gives them no `expected`).
@@ -268,6 +272,10 @@ class OSWorldEvaluator(BaseModel):
                 )
             if name == "check_json":
                 _check_rule_methods(self.expected[i])
+            if name == "compare_table" and (problem := table_rules_problem(self.options[i], RULE_METHODS)):
+                raise UnsupportedOSWorldFeature(problem)
+            if name == "check_accessibility_tree":
+                _check_tree_rules(self.expected[i])
         return self
 
     @property
@@ -418,6 +426,16 @@ def _check_rule_methods(getter: OSWorldGetter | None) -> None:
         method = str(rule.get("method", ""))
         if method.split(".")[0].split(":")[0] not in RULE_METHODS:
             raise UnsupportedOSWorldFeature(f"check_json rule method {method!r}; supported: {RULE_METHODS}")
+
+
+def _check_tree_rules(getter: OSWorldGetter | None) -> None:
+    rules = getter.params.get("rules") if getter is not None and getter.type == "rule" else None
+    if not isinstance(rules, list) or not all(
+        isinstance(r, Mapping) and ("xpath" in r or "selectors" in r) for r in rules
+    ):
+        raise ValueError(
+            "check_accessibility_tree needs a `rule` getter whose `rules` each give `xpath` or `selectors`"
+        )
 
 
 def open_with(path: str) -> str:

@@ -105,7 +105,7 @@ async def _default_video_player(ctx: StepContext) -> str:
 
 
 #: Getters that read the accessibility tree: the display runs AT-SPI for tasks that use them.
-A11Y_GETTERS = frozenset({"vm_terminal_output"})
+A11Y_GETTERS = frozenset({"vm_terminal_output", "accessibility_tree"})
 
 
 def uses_a11y(ev: OSWorldEvaluator) -> bool:
@@ -139,6 +139,8 @@ async def get(getter: OSWorldGetter | None, ctx: StepContext) -> Any:
         return await _default_video_player(ctx)
     if kind == "vm_terminal_output":
         return terminal_output(await read_tree(ctx.sandbox, ctx.display.env))
+    if kind == "accessibility_tree":  # the XML check_accessibility_tree reads ("" without AT-SPI)
+        return await read_tree(ctx.sandbox, ctx.display.env)
     if kind == "vm_screen_size":
         return {"width": ctx.display.width, "height": ctx.display.height}
     windows = await ctx.display.windows(ctx.sandbox)
@@ -167,6 +169,7 @@ GETTER_TYPES = (
     "vm_window_size",
     "default_video_player",
     "vm_terminal_output",
+    "accessibility_tree",
     "vm_active_window_title",
     "vm_window_titles",
 )

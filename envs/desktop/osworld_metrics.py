@@ -5,8 +5,10 @@ returns a score in [0, 1]. File metrics get host paths (a `vm_file` or `cache_fi
 and score 0 for a missing file (None). `fuzzy_match` uses difflib's ratio where OSWorld uses
 rapidfuzz's: both are 1.0 for equal strings and close otherwise, not identical in between.
 
-`METRIC_FUNCS` is every metric by the name a task's evaluator `func` gives: these, and the
-`os` domain's and `multi_apps`' from `os_metrics.py`.
+`METRIC_FUNCS` is every metric by the name a task's evaluator `func` gives: these, the
+`os` domain's and `multi_apps`' from `os_metrics.py`, LibreOffice's (`compare_table`,
+`compare_docx_files`) from `office_metrics.py` and `check_accessibility_tree` from
+`a11y_metrics.py`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from .a11y_metrics import A11Y_METRICS
+from .office_metrics import OFFICE_METRICS
 from .os_metrics import OS_METRICS
 
 Metric = Callable[..., float]
@@ -267,3 +271,5 @@ METRIC_FUNCS: dict[str, Metric] = {
     )
 }
 METRIC_FUNCS.update(OS_METRICS)
+METRIC_FUNCS.update(OFFICE_METRICS)
+METRIC_FUNCS.update(A11Y_METRICS)
