@@ -108,8 +108,22 @@ def cached_download(root: str | Path, task_id: str, url: str, path: str) -> Path
     return Path(root) / task_id / f"{uuid.uuid5(uuid.NAMESPACE_URL, url)}_{os.path.basename(path)}"
 
 
+def cached_cloud_file(root: str | Path, task_id: str, dest: str) -> Path:
+    """Where the file a `cloud_file` getter fetches to `dest` is cached (OSWorld's getter keeps
+    it as `<cache>/<task id>/<dest>`)."""
+    return Path(root) / task_id / dest
+
+
+def cloud_files(getter: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(url, dest) of each file a `cloud_file` getter fetches (`multi`: lists of both)."""
+    if getter.get("multi", False):
+        return [(str(u), str(d)) for u, d in zip(getter["path"], getter["dest"], strict=True)]
+    return [(str(getter["path"]), str(getter["dest"]))]
+
+
 GETTERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "vm_file": (frozenset({"path", "dest"}), frozenset({"multi", "gives"})),
+    "cloud_file": (frozenset({"path", "dest"}), frozenset({"multi", "gives"})),
     "vm_command_line": (frozenset({"command"}), frozenset({"shell"})),
     "vm_command_error": (frozenset({"command"}), frozenset({"shell"})),
     "rule": (frozenset({"rules"}), frozenset()),
@@ -126,8 +140,6 @@ GETTERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "vm_window_titles": (frozenset(), frozenset()),
 }
 UNSUPPORTED_GETTERS = {
-    "cloud_file": "the harness has no network; ship the file with the suite (`upload_file` in the "
-    "config, then `vm_file`) or compare against a `rule`",
     "vm_wallpaper": "the desktop has no wallpaper manager",
     "content_from_vm_file": "reads .xlsx rows with pandas/openpyxl; convert with `ssconvert` in a "
     "`vm_command_line` getter instead",
@@ -319,6 +331,18 @@ class DesktopTask(Task):
                             f"download: {f['path']} is not in the download cache ({cached}); the "
                             "sandbox has no network. Fetch the task's files once on a host with "
                             "network (python -m arborl.tasks.osworld_fetch TASK_FILES), or point "
+                            f"{DOWNLOAD_CACHE_ENV} at OSWorld's own cache/ directory"
+                        )
+        for getter in (*self.evaluator.result, *self.evaluator.expected):
+            if getter is not None and getter.type == "cloud_file":
+                root = self.download_cache or default_download_cache()
+                for _, dest in cloud_files(getter.params):
+                    cached = cached_cloud_file(root, self.id, dest)
+                    if not cached.is_file():
+                        raise UnsupportedOSWorldFeature(
+                            f"cloud_file: {dest} is not in the download cache ({cached}); the harness "
+                            "has no network. Fetch the task's files once on a host with network "
+                            "(python -m arborl.tasks.osworld_fetch TASK_FILES), or point "
                             f"{DOWNLOAD_CACHE_ENV} at OSWorld's own cache/ directory"
                         )
         return self

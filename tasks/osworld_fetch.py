@@ -1,12 +1,13 @@
-"""Fill the cache that OSWorld tasks' `download` steps read, on a host with network.
+"""Fill the cache that OSWorld tasks' `download` steps and `cloud_file` getters read, on a host with network.
 
     python -m arborl.tasks.osworld_fetch evaluation_examples/examples/os [--cache DIR]
 
 Desktop sandboxes have no network, so a `download` step copies its file from a local cache
 (`arborl.tasks.osworld.cached_download`: OSWorld's own layout, `<root>/<task id>/<uuid5(URL)>_<file
 name>`). This reads task JSON files (files or folders, as they are, without loading them) and
-fetches every `download` URL of their `config` and `evaluator.postconfig` that is not cached
-yet. The default cache is `$ARBORL_OSWORLD_CACHE`, else `~/.cache/arborl/osworld`.
+fetches every `download` URL of their `config` and `evaluator.postconfig`, and every file of
+their `cloud_file` getters (the gold files metrics compare against, cached as OSWorld's getter
+keeps them: `<root>/<task id>/<dest>`), that is not cached yet. The default cache is `$ARBORL_OSWORLD_CACHE`, else `~/.cache/arborl/osworld`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .osworld import cached_download, default_download_cache
+from .osworld import cached_cloud_file, cached_download, cloud_files, default_download_cache
 
 
 def download_files(task: dict[str, Any]) -> Iterator[tuple[str, str]]:
@@ -30,6 +31,17 @@ def download_files(task: dict[str, Any]) -> Iterator[tuple[str, str]]:
         if isinstance(step, dict) and step.get("type") == "download":
             for f in (step.get("parameters") or {}).get("files") or ():
                 yield str(f["url"]), str(f["path"])
+
+
+def cloud_targets(task: dict[str, Any], root: Path) -> Iterator[tuple[str, Path]]:
+    """(url, cache path) of every file the task's `cloud_file` getters fetch."""
+    evaluator = task.get("evaluator") or {}
+    for key in ("result", "expected"):
+        getters = evaluator.get(key)
+        for g in getters if isinstance(getters, list) else [getters]:
+            if isinstance(g, dict) and g.get("type") == "cloud_file":
+                for url, dest in cloud_files(g):
+                    yield url, cached_cloud_file(root, str(task["id"]), dest)
 
 
 def task_files(sources: Iterable[str | Path]) -> list[Path]:
@@ -53,8 +65,8 @@ def fetch(
             continue  # not a task file (e.g. a test_all.json index is a dict of lists: no downloads)
         if not isinstance(task, dict) or "id" not in task:
             continue
-        for url, vm_path in download_files(task):
-            target = cached_download(root, str(task["id"]), url, vm_path)
+        targets = [(url, cached_download(root, str(task["id"]), url, p)) for url, p in download_files(task)]
+        for url, target in [*targets, *cloud_targets(task, root)]:
             if target.is_file():
                 counts["cached"] += 1
                 continue

@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import logging
 import shlex
+import shutil
 from collections import Counter
 from typing import Any
 
 from arborl.sandboxes import SandboxCrashed, SandboxFileNotFound, SandboxUnresponsive
-from arborl.tasks.osworld import OSWorldEvaluator, OSWorldGetter
+from arborl.tasks.osworld import OSWorldEvaluator, OSWorldGetter, cached_cloud_file, cloud_files
 
 from . import commands
 from .a11y import read_tree, terminal_output
@@ -49,6 +50,26 @@ async def _vm_file(ctx: StepContext, p: dict[str, Any]) -> Any:
             local.write_bytes(data)
         if i in gives:
             out.append(str(local) if data is not None else None)
+    return out[0] if len(out) == 1 else out
+
+
+def _cloud_file(ctx: StepContext, p: dict[str, Any]) -> Any:
+    """OSWorld's `cloud_file` from the download cache (`<root>/<task id>/<dest>`, checked at
+    load), copied to the episode's cache dir beside the `vm_file` results; same `multi`/`gives`
+    as `vm_file`. A file gone since the load gives None."""
+    gives = set(p.get("gives", [0]))
+    out: list[str | None] = []
+    for i, (_, dest) in enumerate(cloud_files(p)):
+        cached = cached_cloud_file(ctx.download_cache or "", ctx.task_id, dest)
+        local: str | None = str(ctx.cache_dir / dest)
+        try:
+            (ctx.cache_dir / dest).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(cached, ctx.cache_dir / dest)
+        except OSError as e:
+            log.info("cloud_file %s: %s", cached, e)
+            local = None
+        if i in gives:
+            out.append(local)
     return out[0] if len(out) == 1 else out
 
 
@@ -120,6 +141,8 @@ async def get(getter: OSWorldGetter | None, ctx: StepContext) -> Any:
     p, kind = getter.params, getter.type
     if kind == "vm_file":
         return await _vm_file(ctx, p)
+    if kind == "cloud_file":
+        return _cloud_file(ctx, p)
     if kind == "vm_command_line":
         return await _command(ctx, p, "stdout")
     if kind == "vm_command_error":
@@ -159,6 +182,7 @@ async def get(getter: OSWorldGetter | None, ctx: StepContext) -> Any:
 
 GETTER_TYPES = (
     "vm_file",
+    "cloud_file",
     "vm_command_line",
     "vm_command_error",
     "rule",

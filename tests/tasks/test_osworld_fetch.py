@@ -12,7 +12,12 @@ import uuid
 
 import pytest
 
-from arborl.tasks.osworld import UnsupportedOSWorldFeature, cached_download, load_osworld_task
+from arborl.tasks.osworld import (
+    UnsupportedOSWorldFeature,
+    cached_cloud_file,
+    cached_download,
+    load_osworld_task,
+)
 from arborl.tasks.osworld_fetch import fetch, main
 
 
@@ -22,6 +27,8 @@ def server(tmp_path):
     site.mkdir()
     (site / "setup.sh").write_text("#!/bin/sh\nmkdir -p ~/dir1\n")
     (site / "eval.sh").write_text("echo ok\n")
+    (site / "gold.csv").write_text("a,b\n")
+    (site / "gold-Sheet1.csv").write_text("a\n")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
@@ -77,3 +84,43 @@ def test_a_url_that_fails_is_counted_and_leaves_no_file(server, tmp_path, monkey
     assert not list((tmp_path / "cache" / "t-download").glob("*setup.sh*"))
     with pytest.raises(UnsupportedOSWorldFeature, match=r"setup\.sh is not in the download cache"):
         load_osworld_task(tmp_path / "t.json")  # the cache named by ARBORL_OSWORLD_CACHE
+
+
+def test_cloud_file_getters_are_fetched_as_osworld_caches_them(server, tmp_path):
+    """OSWorld's `cloud_file` getter keeps its file as <cache>/<task id>/<dest>."""
+    task = {
+        "id": "t-cloud",
+        "instruction": "do it",
+        "evaluator": {
+            "func": ["compare_csv", "compare_table"],
+            "result": [
+                {"type": "vm_file", "path": "/home/user/a.csv", "dest": "a.csv"},
+                {"type": "vm_file", "path": "/home/user/a.xlsx", "dest": "a.xlsx"},
+            ],
+            "expected": [
+                {"type": "cloud_file", "path": f"{server}/gold.csv", "dest": "gold.csv"},
+                {
+                    "type": "cloud_file",
+                    "path": [f"{server}/gold.csv", f"{server}/gold-Sheet1.csv"],
+                    "dest": ["gold.xlsx", "gold-Sheet1.csv"],
+                    "multi": True,
+                },
+            ],
+            "options": [
+                {},
+                {"rules": [{"type": "sheet_print", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"}]},
+            ],
+        },
+    }
+    cache = tmp_path / "cache"
+    (tmp_path / "t.json").write_text(json.dumps(task))
+    with pytest.raises(
+        UnsupportedOSWorldFeature, match=r"cloud_file: gold\.csv is not in the download cache"
+    ):
+        load_osworld_task(tmp_path / "t.json", download_cache=cache)
+    assert fetch([tmp_path / "t.json"], cache) == {"fetched": 3, "cached": 0, "failed": 0}
+    assert cached_cloud_file(cache, "t-cloud", "gold-Sheet1.csv") == cache / "t-cloud" / "gold-Sheet1.csv"
+    assert (cache / "t-cloud" / "gold-Sheet1.csv").read_text() == "a\n"
+    assert (cache / "t-cloud" / "gold.xlsx").read_text() == "a,b\n"
+    load_osworld_task(tmp_path / "t.json", download_cache=cache)
+    assert fetch([tmp_path / "t.json"], cache) == {"fetched": 0, "cached": 3, "failed": 0}

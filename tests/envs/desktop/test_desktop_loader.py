@@ -81,7 +81,7 @@ def test_single_and_list_evaluators_normalise_to_lists():
         ({"config": [{"type": "launch", "parameters": {}}]}, ValueError, "missing"),
         ({"config": [{"type": "upload_file", "parameters": {"files": [{"local_path": "nope.txt", "path": "/a"}]}}]}, ValueError, "not a file"),
         ({"evaluator": {"func": "compare_pptx_files", "result": {"type": "vm_file", "path": "/a", "dest": "a"}}}, UnsupportedOSWorldFeature, "metric 'compare_pptx_files'"),
-        ({"evaluator": {"func": "exact_match", "result": {"type": "cloud_file", "path": "u", "dest": "d"}, "expected": {"type": "rule", "rules": {}}}}, UnsupportedOSWorldFeature, "getter 'cloud_file'"),
+        ({"evaluator": {"func": "exact_match", "result": {"type": "cloud_file", "path": "u", "dest": "d"}, "expected": {"type": "rule", "rules": {}}}}, UnsupportedOSWorldFeature, "cloud_file: d is not in the download cache"),
         ({"evaluator": {"func": "exact_match", "result": {"type": "vm_wallpaper"}, "expected": {"type": "rule", "rules": {}}}}, UnsupportedOSWorldFeature, "wallpaper"),
             ({"evaluator": {"func": "check_accessibility_tree", "result": {"type": "accessibility_tree"}, "expected": {"type": "rule", "rules": [{"text": "OK"}]}}}, ValueError, "xpath"),
         ({"evaluator": {"func": "compare_csv", "result": {"type": "vm_file", "path": "/a", "dest": "a"}, "expected": {"type": "cache_file", "path": "b"}, "options": {"ignore_order": True}}}, UnsupportedOSWorldFeature, "ignore_order"),

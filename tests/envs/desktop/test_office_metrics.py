@@ -439,3 +439,37 @@ def test_unsupported_compare_table_rules_are_refused_at_load(rules, message):
     }
     with pytest.raises(UnsupportedOSWorldFeature if message != "list" else ValueError, match=message):
         load_osworld_task({"id": "t", "instruction": "x", "evaluator": evaluator})
+
+
+def test_cloud_file_gold_comes_from_the_download_cache(tmp_path):
+    """881deb30's shape: the result and the gold each a workbook plus its CSV export (`multi`,
+    `gives` [0]); the gold's files are read from <cache>/<task id>/<dest>, beside each other."""
+    cache, episode = tmp_path / "cache", tmp_path / "episode"
+    (cache / "t").mkdir(parents=True)
+    episode.mkdir()
+    xlsx(cache / "t" / "rate-gt.xlsx", {"Sheet1": [["x"]]})
+    (cache / "t" / "rate-gt-Sheet1.csv").write_text("Year,Rate\n2020,0.5\n")
+    xlsx(episode / "rate.xlsx", {"Sheet1": [["x"]]})
+    (episode / "rate-Sheet1.csv").write_text("Year,Rate\n2020,0.5\n")
+    evaluator = {
+        "func": "compare_table",
+        "result": {"type": "cache_file", "path": "rate.xlsx"},
+        "expected": {
+            "type": "cloud_file",
+            "path": ["https://drive.example/1", "https://drive.example/2"],
+            "dest": ["rate-gt.xlsx", "rate-gt-Sheet1.csv"],
+            "multi": True,
+        },
+        "options": {"rules": [{"type": "sheet_print", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"}]},
+    }
+    task = load_osworld_task({"id": "t", "instruction": "x", "evaluator": evaluator}, download_cache=cache)
+    ctx = StepContext(
+        sandbox=None, display=XDisplay(), cache_dir=episode, task_id="t", download_cache=str(cache)
+    )  # type: ignore[arg-type]
+    score, details = asyncio.run(evaluate(task.evaluator, ctx, None))
+    assert score == 1.0, details
+    assert (episode / "rate-gt-Sheet1.csv").is_file()  # copied beside the gold workbook
+    (episode / "rate-Sheet1.csv").write_text("Year,Rate\n2020,0.7\n")
+    assert asyncio.run(evaluate(task.evaluator, ctx, None))[0] == 0.0
+    (cache / "t" / "rate-gt.xlsx").unlink()  # gone since the load: None, and a file metric scores 0
+    assert asyncio.run(evaluate(task.evaluator, ctx, None))[0] == 0.0
