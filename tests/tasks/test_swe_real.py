@@ -62,25 +62,33 @@ def run_eval(tmp_path, *args):
     )
 
 
-def few() -> list[str]:
-    """One instance per repository."""
+def few(repos: tuple[str, ...] = ()) -> list[str]:
+    """One instance per repository (of `repos`, if given)."""
     seen: dict[str, str] = {}
     for line in INSTANCES.read_text().splitlines():
         row = json.loads(line)
-        seen.setdefault(row["repo"], row["instance_id"])
+        if not repos or row["repo"] in repos:
+            seen.setdefault(row["repo"], row["instance_id"])
     return sorted(seen.values())
+
+
+# The portable form (`off`: repository files on the base image, no instance image) is run on
+# the two repositories that stress it: third-party wheels (itsdangerous) and a non-pytest
+# runner (tomli). The empty run reuses the instance images the gold run built.
+PORTABLE_SAMPLE = ("pallets/itsdangerous", "hukkin/tomli")
 
 
 @pytest.mark.docker
 @pytest.mark.parametrize(
-    "agent,images,resolved",
+    "agent,images,repos,resolved",
     # auto: instance images (bundle -> environment layer with wheels -> checkout); off: portable
-    [("gold", "auto", True), ("gold", "off", True), ("empty", "off", False)],
+    [("gold", "auto", (), True), ("empty", "auto", (), False), ("gold", "off", PORTABLE_SAMPLE, True)],
+    ids=["gold-images", "empty-images", "gold-portable"],
 )
 def test_one_instance_per_repository_gold_resolves_empty_does_not(
-    docker_backend, tmp_path, agent, images, resolved
+    docker_backend, tmp_path, agent, images, repos, resolved
 ):
-    ids = few()
+    ids = few(repos)
     res = run_eval(
         tmp_path, f"agent={agent}", f"swe.images={images}", f"tasks=[{','.join(ids)}]", "run.dir=run"
     )
