@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -90,6 +92,38 @@ class DockerBackend(SandboxBackend):
         self.runtime_dir = Path(self.config.runtime_dir)
         self.runtime_dir.mkdir(parents=True, exist_ok=True)
         self.runtime_dir.chmod(0o755)
+        self.server_dir, self.drop = self._stage()
+
+    def _stage(self) -> tuple[Path, Path | None]:
+        """The server's code and the arborl-drop helper, copied into the run directory.
+
+        Containers mount them from there because it is the one path that the harness and the
+        engine both see when the harness itself runs in a container (compose.yaml shares it
+        at the same path on both sides); the package's own directory exists only inside the
+        harness's container. Named by content, so harnesses of other versions can share it.
+        """
+        files = sorted(SERVER_DIR.glob("*.py"))
+        digest = hashlib.sha256(b"".join(f.name.encode() + f.read_bytes() for f in files)).hexdigest()[:16]
+        server = self.runtime_dir / f"server-{digest}"
+        if not server.is_dir():
+            tmp = Path(tempfile.mkdtemp(dir=self.runtime_dir, prefix=".server-"))
+            for f in files:
+                shutil.copyfile(f, tmp / f.name)
+            tmp.chmod(0o755)
+            try:
+                tmp.rename(server)
+            except OSError:  # another harness staged the same version first
+                shutil.rmtree(tmp, ignore_errors=True)
+        built = drop_helper()
+        if built is None:
+            return server, None
+        drop = self.runtime_dir / built.name
+        if not drop.is_file():
+            tmp_file = self.runtime_dir / f".{built.name}.{os.getpid()}"
+            shutil.copyfile(built, tmp_file)
+            tmp_file.chmod(0o755)
+            os.replace(tmp_file, drop)
+        return server, drop
 
     # ---- the run directory: the channel's socket, the web stack's relays ------------------
     def _make_run_dir(self, path: Path) -> None:
@@ -178,9 +212,8 @@ class DockerBackend(SandboxBackend):
             "arborl.created": f"{time.time():.3f}",
             **owner_labels(),
         }
-        drop = drop_helper()
-        drop_args = ["--drop", DROP_IN_SANDBOX] if drop else []
-        drop_mount = {str(drop): {"bind": DROP_IN_SANDBOX, "mode": "ro"}} if drop else {}
+        drop_args = ["--drop", DROP_IN_SANDBOX] if self.drop else []
+        drop_mount = {str(self.drop): {"bind": DROP_IN_SANDBOX, "mode": "ro"}} if self.drop else {}
         try:
             return self.client.containers.run(
                 spec.image,
@@ -220,7 +253,7 @@ class DockerBackend(SandboxBackend):
                 mounts=self._volumes(spec),
                 volumes={
                     str(sock_dir): {"bind": SOCKET_DIR_IN_CONTAINER, "mode": "rw"},
-                    str(SERVER_DIR): {"bind": f"{SERVER_HOME_IN_CONTAINER}/server", "mode": "ro"},
+                    str(self.server_dir): {"bind": f"{SERVER_HOME_IN_CONTAINER}/server", "mode": "ro"},
                     **drop_mount,
                 },
                 hostname="sandbox",

@@ -118,3 +118,24 @@ def test_compose_accepts_the_file(tmp_path):
         assert res.returncode == 0, res.stderr
         return
     pytest.skip("no docker-compose / docker compose installed")
+
+
+@pytest.mark.docker
+async def test_sandboxes_mount_only_what_the_app_containers_share_with_the_host(docker_backend):
+    """The app services start sandboxes as sibling containers: every host path a sandbox
+    mounts must be one the app container shares at the same path (the package's own files,
+    e.g. the sandbox server, exist only inside the app container)."""
+    shared = {
+        v.split(":")[0]
+        for v in COMPOSE["x-app"]["volumes"]
+        if v.startswith("/") and v.split(":")[0] == v.split(":")[1]
+    }
+    run_dir = str(docker_backend.runtime_dir)
+    assert run_dir in shared, f"compose.yaml does not share the Docker backend's {run_dir}"
+    from arborl.sandboxes import SandboxSpec
+
+    async with await docker_backend.create(SandboxSpec()) as sb:
+        binds = [m["Source"] for m in sb.handle.attrs["Mounts"] if m["Type"] == "bind"]
+        assert any("server-" in b for b in binds) and any("arborl-drop" in b for b in binds), binds
+        for source in binds:
+            assert source.startswith(run_dir + "/"), f"{source} exists only where the harness runs"
