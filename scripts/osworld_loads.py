@@ -46,6 +46,15 @@ def category(message: str) -> str:
     return re.sub(r"^[^:]+: (config|evaluator)[^:]*: ", "", first)[:100]
 
 
+def is_task_file(path: Path) -> bool:
+    """A task JSON (not an index such as test_all.json, nor other JSON beside the tasks)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "id" in data and "evaluator" in data
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("folder", type=Path, help="a folder of OSWorld task JSONs")
@@ -54,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--assume-cached", action="store_true", help="placeholders for every download")
     args = parser.parse_args(argv)
 
-    files = sorted(args.folder.glob("*.json"))
+    files = [f for f in sorted(args.folder.glob("*.json")) if is_task_file(f)]
     if args.index:
         wanted = set(json.loads(args.index.read_text())[args.domain])
         files = [f for f in files if f.stem in wanted]
