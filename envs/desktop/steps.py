@@ -160,8 +160,17 @@ async def run_step(ctx: StepContext, step: OSWorldStep) -> dict[str, Any]:
             return {"found": False}
         w = found[0]
         if kind == "activate_window":
-            await ctx.sandbox.exec(["xdotool", "windowactivate", w.id], timeout=10, env=ctx.display.env)
-            await asyncio.sleep(0.1)
+            # A window that an earlier step launched may still be mapping and take the focus
+            # after this activation (seen under load): activate until it holds, up to 3 s.
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 3.0
+            while True:
+                await ctx.sandbox.exec(["xdotool", "windowactivate", w.id], timeout=10, env=ctx.display.env)
+                await asyncio.sleep(0.1)
+                now = await ctx.display.windows(ctx.sandbox)
+                if any(x.id == w.id and x.active for x in now) or loop.time() > deadline:
+                    break
+                await asyncio.sleep(0.2)
         else:
             # Alt+F4 through openbox asks the app to close (WM_DELETE_WINDOW), as a user would.
             await ctx.sandbox.exec(
