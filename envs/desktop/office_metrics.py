@@ -40,6 +40,22 @@ _PKG_REL = "http://schemas.openxmlformats.org/package/2006/relationships"
 _ODF_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 
 
+# The files come from the agent's sandbox (up to 64 MiB each): a zip whose parts declare more
+# than this is refused (scores 0) before any part is read, so a zip bomb cannot exhaust the
+# harness's memory. zipfile never inflates a part past the size it declares.
+MAX_UNZIPPED_BYTES = 256 * 2**20
+
+
+def open_bounded_zip(path: str) -> zipfile.ZipFile:
+    """`zipfile.ZipFile(path)`, refused with ValueError when its parts declare too much."""
+    z = zipfile.ZipFile(path)
+    total = sum(i.file_size for i in z.infolist())
+    if total > MAX_UNZIPPED_BYTES:
+        z.close()
+        raise ValueError(f"{path}: its parts inflate to {total} bytes (limit {MAX_UNZIPPED_BYTES})")
+    return z
+
+
 def indel_ratio(a: str, b: str) -> float:
     """rapidfuzz's `fuzz.ratio` (what OSWorld scores with), in [0, 100]: 200 * LCS / (len(a) +
     len(b)); two empty strings score 100."""
@@ -58,7 +74,7 @@ class Workbook:
         from lxml import etree
 
         self.path = path
-        with zipfile.ZipFile(path) as z:
+        with open_bounded_zip(path) as z:
             book = etree.fromstring(z.read("xl/workbook.xml"))
             rels = etree.fromstring(z.read("xl/_rels/workbook.xml.rels"))
         targets = {r.get("Id"): r.get("Target") for r in rels.iter(f"{{{_PKG_REL}}}Relationship")}
@@ -73,7 +89,7 @@ class Workbook:
         """OSWorld's `read_cell_value`: the saved value of one cell (None if it has none)."""
         from lxml import etree
 
-        with zipfile.ZipFile(self.path) as z:
+        with open_bounded_zip(self.path) as z:
             root = etree.fromstring(z.read(self.parts[sheet]))  # KeyError: no such sheet
             cells = root.xpath("m:sheetData/m:row/m:c[@r=$r]", namespaces={"m": _MAIN}, r=coordinate)
             if not cells:
@@ -242,11 +258,12 @@ def _paragraphs(path: str) -> list[str] | None:
         if path.endswith(".docx"):
             import docx
 
+            open_bounded_zip(path).close()
             return [p.text for p in docx.Document(path).paragraphs]
         if path.endswith(".odt"):
             from lxml import etree
 
-            with zipfile.ZipFile(path) as z:
+            with open_bounded_zip(path) as z:
                 root = etree.fromstring(z.read("content.xml"))
             out = []
             for p in root.iter(f"{{{_ODF_TEXT}}}p"):

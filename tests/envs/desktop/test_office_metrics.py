@@ -473,3 +473,33 @@ def test_cloud_file_gold_comes_from_the_download_cache(tmp_path):
     assert asyncio.run(evaluate(task.evaluator, ctx, None))[0] == 0.0
     (cache / "t" / "rate-gt.xlsx").unlink()  # gone since the load: None, and a file metric scores 0
     assert asyncio.run(evaluate(task.evaluator, ctx, None))[0] == 0.0
+
+
+def bomb(path: Path, source: str, part: str, mib: int = 300) -> str:
+    """`source` with `part` padded by `mib` MiB of blanks after its root element (still valid
+    XML; a few hundred KiB zipped)."""
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+        for item in src.infolist():
+            if item.filename != part:
+                out.writestr(item, src.read(item))
+        with out.open(part, "w", force_zip64=True) as f:
+            f.write(src.read(part))
+            chunk = b" " * 2**20
+            for _ in range(mib):
+                f.write(chunk)
+    return str(path)
+
+
+def test_a_zip_bomb_from_the_sandbox_scores_zero_without_being_inflated(tmp_path):
+    """The agent writes the files these metrics read: one whose parts inflate past the limit is
+    refused from its directory alone (a workbook read from a bomb would take GiBs of memory)."""
+    import resource
+
+    gold = xlsx(tmp_path / "gold.xlsx", BOOK)
+    assert compare_table(xlsx(tmp_path / "same.xlsx", BOOK), gold, rules=BC2B57F3) == 1.0
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    sheet = Workbook(gold).parts["Sheet1"]
+    assert compare_table(bomb(tmp_path / "bomb.xlsx", gold, sheet), gold, rules=BC2B57F3) == 0.0
+    doc = document(tmp_path / "gold.docx", ["Title"])
+    assert compare_docx_files(bomb(tmp_path / "bomb.docx", doc, "word/document.xml"), doc) == 0.0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB
