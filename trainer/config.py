@@ -146,6 +146,13 @@ class SFTConfig(_Strict):
     gold: str | None = Field(
         None, description="policy factory 'module:fn' (task -> policy); None: the suite's gold"
     )
+    train_options: dict[str, Any] | None = Field(
+        None,
+        description="generator keyword arguments for the demonstrations' tasks, over "
+        "tasks.train_options (e.g. {kinds: [lookup, multi]}: a warm start on some task kinds "
+        "only, as ReTool and rStar2-Agent start RL from a small cold-start set, so that RL "
+        "learns the rest from reward); None: the demonstrations come from the RL stream",
+    )
 
 
 class RunConfig(_Strict):

@@ -236,6 +236,17 @@ class Trainer:
         )
 
     # ---- warm start ------------------------------------------------------------------------
+    def _demo_tasks(self) -> list[Any]:
+        """The tasks the gold policy demonstrates: `sft.demos` of the RL stream, from a later
+        pass over it so RL's first groups are not the demonstrated tasks; or, with
+        `sft.train_options`, of the same generator under those options (another seed)."""
+        cfg = self.cfg
+        if cfg.sft.train_options is None:
+            return [self.task_at(cfg.tasks.train_size + i) for i in range(cfg.sft.demos)]
+        options = {**cfg.tasks.train_options, **cfg.sft.train_options}
+        demo_at = task_stream(cfg.tasks.train, cfg.sft.demos, cfg.tasks.seed + 1, options)
+        return [demo_at(i) for i in range(cfg.sft.demos)]
+
     async def _warm_start(self) -> None:
         sft = self.cfg.sft
         demos_path = self.dir / "sft" / "demos.parquet"
@@ -243,8 +254,7 @@ class Trainer:
             demos = read_trajectories(demos_path)
         else:
             gold = resolve(sft.gold) if sft.gold else self.suite.gold_policy
-            # From a later pass over the task stream, so RL's first groups are not the demonstrated tasks.
-            tasks = [self.task_at(self.cfg.tasks.train_size + i) for i in range(sft.demos)]
+            tasks = self._demo_tasks()
             with self.progress.phase("collecting demonstrations", total=None):
                 episodes = await self.agent.run_episodes(self.env_factory, tasks, demo=gold, concurrency=16)
             demos = [e.trajectory for e in episodes if e.trajectory.outcome_reward > 0]

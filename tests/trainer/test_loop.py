@@ -250,3 +250,21 @@ def test_sync_partial_rollouts_resume_unfinished_episodes_under_the_new_weights(
 def test_partial_rollouts_are_refused_in_async_mode(tmp_path):
     with pytest.raises(ValueError, match=r"async\.partial_rollouts=true is APRIL's sync-mode scheme"):
         config(tmp_path, **{"async": {"mode": "async", "partial_rollouts": True}})
+
+
+def test_a_warm_start_on_some_task_kinds_only(tmp_path):
+    """`sft.train_options` draws the demonstrations' tasks from the same generator under other
+    options (ReTool-style cold start: some kinds demonstrated, RL learns the rest)."""
+    cfg = config(
+        tmp_path / "run",
+        tasks={
+            "train": "arborl.tasks.tool_mini:generate_tool_tasks",
+            "train_options": {"counterfactual": 1.0},
+        },
+        sft={"demos": 12, "train_options": {"kinds": ["lookup", "multi"]}},
+    )
+    trainer = Trainer.__new__(Trainer)
+    trainer.cfg = cfg
+    demos = trainer._demo_tasks()
+    assert len(demos) == 12 and {t.metadata["kind"] for t in demos} == {"lookup", "multi"}
+    assert all(t.metadata["world"] == "counterfactual" for t in demos)  # tasks.train_options kept
