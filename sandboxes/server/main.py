@@ -317,7 +317,8 @@ def main(argv: list[str]) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     server = Server(a.socket, a.user, json.loads(a.limits), a.own_pid_namespace, key.encode())
-    server.drop = a.drop if a.drop and os.access(a.drop, os.X_OK) else None
+    # a file, not whatever a bind of a missing host path left there (a directory)
+    server.drop = a.drop if a.drop and os.path.isfile(a.drop) and os.access(a.drop, os.X_OK) else None
     server.apply_limits()
     server.serve()
 

@@ -72,3 +72,16 @@ def test_without_root_it_runs_nothing(drop):
 def test_exit_status_of_a_missing_command_is_127(drop):
     res = run(drop, "4242", "4242", "/nonexistent/cmd")
     assert res.returncode == 127 and "No such file" in res.stderr
+
+
+def test_the_server_falls_back_to_setpriv_without_the_helper(drop):
+    """Where no helper could be built (no C compiler) setpriv does the same switch; and a root
+    target (an image whose agent is root) never goes to the helper, which refuses it."""
+    from arborl.sandboxes.server.execute import SETPRIV, as_agent_argv
+
+    assert as_agent_argv(["true"], 4242, 4343, drop) == [drop, "4242", "4343", "true"]
+    fallback = as_agent_argv(["true"], 4242, None, None)
+    assert fallback is not None and fallback[0] == SETPRIV and fallback[-1] == "true"
+    res = run(*fallback[:-1], "/usr/bin/python3", "-c", STATUS)
+    assert res.returncode == 0 and res.stdout.startswith("(4242, 4242, 4242) (4242, 4242, 4242) []")
+    assert as_agent_argv(["true"], 0, 0, drop)[0] == SETPRIV
