@@ -114,8 +114,9 @@ def cached_cloud_file(root: str | Path, task_id: str, dest: str) -> Path:
     return Path(root) / task_id / dest
 
 
-def cloud_files(getter: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(url, dest) of each file a `cloud_file` getter fetches (`multi`: lists of both)."""
+def getter_files(getter: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(path, dest) of each file a `vm_file` or `cloud_file` getter copies (`multi`: lists of
+    both); a `cloud_file`'s path is its URL."""
     if getter.get("multi", False):
         return [(str(u), str(d)) for u, d in zip(getter["path"], getter["dest"], strict=True)]
     return [(str(getter["path"]), str(getter["dest"]))]
@@ -325,27 +326,26 @@ class DesktopTask(Task):
                 for f in step.parameters["files"]:
                     if not f.get("url") or not f.get("path"):
                         raise ValueError(f"download: a file needs a url and a path, got {f}")
-                    cached = cached_download(root, self.id, f["url"], f["path"])
-                    if not cached.is_file():
-                        raise UnsupportedOSWorldFeature(
-                            f"download: {f['path']} is not in the download cache ({cached}); the "
-                            "sandbox has no network. Fetch the task's files once on a host with "
-                            "network (python -m arborl.tasks.osworld_fetch TASK_FILES), or point "
-                            f"{DOWNLOAD_CACHE_ENV} at OSWorld's own cache/ directory"
-                        )
+                    _require_cached(
+                        f"download: {f['path']}", cached_download(root, self.id, f["url"], f["path"])
+                    )
         for getter in (*self.evaluator.result, *self.evaluator.expected):
             if getter is not None and getter.type == "cloud_file":
                 root = self.download_cache or default_download_cache()
-                for _, dest in cloud_files(getter.params):
-                    cached = cached_cloud_file(root, self.id, dest)
-                    if not cached.is_file():
-                        raise UnsupportedOSWorldFeature(
-                            f"cloud_file: {dest} is not in the download cache ({cached}); the harness "
-                            "has no network. Fetch the task's files once on a host with network "
-                            "(python -m arborl.tasks.osworld_fetch TASK_FILES), or point "
-                            f"{DOWNLOAD_CACHE_ENV} at OSWorld's own cache/ directory"
-                        )
+                for _, dest in getter_files(getter.params):
+                    _require_cached(f"cloud_file: {dest}", cached_cloud_file(root, self.id, dest))
         return self
+
+
+def _require_cached(what: str, cached: Path) -> None:
+    """Refuse a task whose `download` step or `cloud_file` getter has no file in the cache."""
+    if not cached.is_file():
+        raise UnsupportedOSWorldFeature(
+            f"{what} is not in the download cache ({cached}); the sandboxes have no network. "
+            "Fetch the task's files once on a host with network (python -m "
+            f"arborl.tasks.osworld_fetch TASK_FILES), or point {DOWNLOAD_CACHE_ENV} at OSWorld's "
+            "own cache/ directory"
+        )
 
 
 # ---- helpers ------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .osworld import cached_cloud_file, cached_download, cloud_files, default_download_cache
+from .osworld import cached_cloud_file, cached_download, default_download_cache, getter_files
 
 
 def download_files(task: dict[str, Any]) -> Iterator[tuple[str, str]]:
@@ -40,7 +40,7 @@ def cloud_targets(task: dict[str, Any], root: Path) -> Iterator[tuple[str, Path]
         getters = evaluator.get(key)
         for g in getters if isinstance(getters, list) else [getters]:
             if isinstance(g, dict) and g.get("type") == "cloud_file":
-                for url, dest in cloud_files(g):
+                for url, dest in getter_files(g):
                     yield url, cached_cloud_file(root, str(task["id"]), dest)
 
 

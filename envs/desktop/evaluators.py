@@ -19,7 +19,7 @@ from collections import Counter
 from typing import Any
 
 from arborl.sandboxes import SandboxCrashed, SandboxFileNotFound, SandboxUnresponsive
-from arborl.tasks.osworld import OSWorldEvaluator, OSWorldGetter, cached_cloud_file, cloud_files
+from arborl.tasks.osworld import OSWorldEvaluator, OSWorldGetter, cached_cloud_file, getter_files
 
 from . import commands
 from .a11y import read_tree, terminal_output
@@ -30,47 +30,47 @@ log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
+def _given(p: dict[str, Any], local: list[str | None]) -> Any:
+    """The files a `vm_file` / `cloud_file` getter gives: those its `gives` names (default the
+    first), one as itself, several as a list."""
+    out = [local[i] for i in sorted(set(p.get("gives", [0]))) if i < len(local)]
+    return out[0] if len(out) == 1 else out
+
+
 async def _vm_file(ctx: StepContext, p: dict[str, Any]) -> Any:
-    multi = bool(p.get("multi", False))
-    paths = list(p["path"]) if multi else [p["path"]]
-    dests = list(p["dest"]) if multi else [p["dest"]]
-    gives = set(p.get("gives", [0]))
-    out: list[str | None] = []
-    for i, (path, dest) in enumerate(zip(paths, dests, strict=True)):
-        local = ctx.cache_dir / str(dest)
+    local: list[str | None] = []
+    for path, dest in getter_files(p):
         try:
-            data = await ctx.sandbox.read_file(str(path), max_bytes=MAX_FILE_BYTES)
+            data = await ctx.sandbox.read_file(path, max_bytes=MAX_FILE_BYTES)
         except SandboxFileNotFound:
             data = None
         except Exception as e:  # a directory, unreadable, too large: as OSWorld, "no file"
             log.info("vm_file %s: %s", path, e)
             data = None
+        target = ctx.cache_dir / dest
         if data is not None:
-            local.parent.mkdir(parents=True, exist_ok=True)
-            local.write_bytes(data)
-        if i in gives:
-            out.append(str(local) if data is not None else None)
-    return out[0] if len(out) == 1 else out
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        local.append(str(target) if data is not None else None)
+    return _given(p, local)
 
 
 def _cloud_file(ctx: StepContext, p: dict[str, Any]) -> Any:
     """OSWorld's `cloud_file` from the download cache (`<root>/<task id>/<dest>`, checked at
-    load), copied to the episode's cache dir beside the `vm_file` results; same `multi`/`gives`
-    as `vm_file`. A file gone since the load gives None."""
-    gives = set(p.get("gives", [0]))
-    out: list[str | None] = []
-    for i, (_, dest) in enumerate(cloud_files(p)):
+    load), copied to the episode's cache dir beside the `vm_file` results. A file gone since
+    the load gives None."""
+    local: list[str | None] = []
+    for _, dest in getter_files(p):
         cached = cached_cloud_file(ctx.download_cache or "", ctx.task_id, dest)
-        local: str | None = str(ctx.cache_dir / dest)
+        target = ctx.cache_dir / dest
         try:
-            (ctx.cache_dir / dest).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(cached, ctx.cache_dir / dest)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(cached, target)
+            local.append(str(target))
         except OSError as e:
             log.info("cloud_file %s: %s", cached, e)
-            local = None
-        if i in gives:
-            out.append(local)
-    return out[0] if len(out) == 1 else out
+            local.append(None)
+    return _given(p, local)
 
 
 async def _command(ctx: StepContext, p: dict[str, Any], stream: str) -> str:
