@@ -5,6 +5,7 @@ observation stays pixels only), and the metric sees what the agent typed into a 
 from __future__ import annotations
 
 import pytest
+from desktop_helpers import open_notes_in_mousepad
 
 from arborl.tasks.osworld import load_osworld_task
 
@@ -13,13 +14,7 @@ def mousepad_task(rules: list[dict]) -> dict:
     return {
         "id": "a11y-metric-mousepad",
         "instruction": "Type 'hello a11y' at the start of the note.",
-        "config": [
-            {
-                "type": "execute",
-                "parameters": {"command": "printf 'first line\\n' > ~/notes.txt", "shell": True},
-            },
-            {"type": "open", "parameters": {"path": "/home/agent/notes.txt"}},
-        ],
+        "config": open_notes_in_mousepad(),
         "evaluator": {
             "func": "check_accessibility_tree",
             "result": {"type": "accessibility_tree"},

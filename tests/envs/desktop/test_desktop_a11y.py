@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from desktop_helpers import open_notes_in_mousepad
 
 from arborl.envs.desktop.a11y import linearize, terminal_output
 from arborl.envs.desktop.env import DesktopEnv
@@ -66,13 +67,7 @@ def test_the_a11y_tree_observation_reads_a_gtk_app_and_passes_check_env(gui_back
             {
                 "id": "a11y-mousepad",
                 "instruction": "Add a line.",
-                "config": [
-                    {
-                        "type": "execute",
-                        "parameters": {"command": "printf 'first line\\n' > ~/notes.txt", "shell": True},
-                    },
-                    {"type": "open", "parameters": {"path": "/home/agent/notes.txt"}},
-                ],
+                "config": open_notes_in_mousepad(),
                 "evaluator": {"func": "infeasible"},
             }
         )

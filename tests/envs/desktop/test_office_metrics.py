@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from desktop_helpers import d1acdb87_rules
 
 from arborl.envs.desktop.a11y import ATTR, ST
 from arborl.envs.desktop.a11y_metrics import check_accessibility_tree
@@ -146,26 +147,7 @@ def test_missing_sheets_and_files_score_zero(tmp_path):
         compare_table(one, gold, rules=[{"type": "chart", "sheet_idx0": 0, "sheet_idx1": "EI0"}])
 
 
-# d1acdb87 (restaurants to a sheet): names and websites exact, addresses fuzzy after
-# normalisation, phone numbers: the gold's digits inside the result's
-D1ACDB87 = [
-    {
-        "type": "sheet_fuzzy",
-        "sheet_idx0": "RNSheet1",
-        "sheet_idx1": "ENSheet1",
-        "rules": [
-            {"range": ["A1:A6", "D1:D6"], "type": "exact_match"},
-            {
-                "range": ["B1:B6"],
-                "type": "fuzzy_match",
-                "threshold": 85,
-                "normalization": [["Rd", "Road"], ["St", "Street"]],
-                "ignore_case": True,
-            },
-            {"range": ["C1:C6"], "type": "includes", "trim_leadings": "+ ", "ignore_chars": " ()-"},
-        ],
-    }
-]
+D1ACDB87 = d1acdb87_rules("RNSheet1", "ENSheet1")
 RESTAURANTS = [
     ["Restaurant Name", "Address", "Contact Number", "Website"],
     ["Ollie's", "123 Main St, Springfield", "(555) 123-4567", "https://ollies.example"],

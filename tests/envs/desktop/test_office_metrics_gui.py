@@ -7,6 +7,7 @@ None; arborl reads them, so that the image's spreadsheet app's files can be scor
 from __future__ import annotations
 
 import pytest
+from desktop_helpers import d1acdb87_rules
 
 from arborl.tasks.osworld import load_osworld_task
 
@@ -27,24 +28,7 @@ DONE = "\\n".join(
         '"Casa Bella","9 Hill Road, Shelbyville",+1 555 987 6543,https://bella.example',
     ]
 )
-RULES = [
-    {
-        "type": "sheet_fuzzy",
-        "sheet_idx0": 0,
-        "sheet_idx1": "EI0",
-        "rules": [
-            {"range": ["A1:A6", "D1:D6"], "type": "exact_match"},
-            {
-                "range": ["B1:B6"],
-                "type": "fuzzy_match",
-                "threshold": 85,
-                "normalization": [["Rd", "Road"], ["St", "Street"]],
-                "ignore_case": True,
-            },
-            {"range": ["C1:C6"], "type": "includes", "trim_leadings": "+ ", "ignore_chars": " ()-"},
-        ],
-    }
-]
+RULES = d1acdb87_rules(0, "EI0")
 
 
 def spreadsheet_task(cache) -> object:
