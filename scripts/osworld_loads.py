@@ -21,8 +21,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from arborl.tasks.osworld import cached_download, load_osworld_task
-from arborl.tasks.osworld_fetch import cloud_targets, download_files
+from arborl.tasks.osworld import load_osworld_task
+from arborl.tasks.osworld_fetch import cache_targets
 
 #: (pattern on one refusal clause, the category it counts under)
 CATEGORIES = [
@@ -72,8 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.assume_cached:
             for f in files:
                 task = json.loads(f.read_text())
-                targets = [cached_download(cache, task["id"], u, p) for u, p in download_files(task)]
-                for target in [*targets, *(t for _, t in cloud_targets(task, cache))]:
+                for _, target in cache_targets(task, cache):
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(b"")
         loaded, refused = [], Counter()

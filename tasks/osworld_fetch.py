@@ -33,8 +33,11 @@ def download_files(task: dict[str, Any]) -> Iterator[tuple[str, str]]:
                 yield str(f["url"]), str(f["path"])
 
 
-def cloud_targets(task: dict[str, Any], root: Path) -> Iterator[tuple[str, Path]]:
-    """(url, cache path) of every file the task's `cloud_file` getters fetch."""
+def cache_targets(task: dict[str, Any], root: Path) -> Iterator[tuple[str, Path]]:
+    """(url, cache path) of every file the task fetches: its `download` steps' and its
+    `cloud_file` getters'."""
+    for url, path in download_files(task):
+        yield url, cached_download(root, str(task["id"]), url, path)
     evaluator = task.get("evaluator") or {}
     for key in ("result", "expected"):
         getters = evaluator.get(key)
@@ -65,8 +68,7 @@ def fetch(
             continue  # not a task file (e.g. a test_all.json index is a dict of lists: no downloads)
         if not isinstance(task, dict) or "id" not in task:
             continue
-        targets = [(url, cached_download(root, str(task["id"]), url, p)) for url, p in download_files(task)]
-        for url, target in [*targets, *cloud_targets(task, root)]:
+        for url, target in cache_targets(task, root):
             if target.is_file():
                 counts["cached"] += 1
                 continue
