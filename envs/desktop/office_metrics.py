@@ -84,34 +84,39 @@ class Workbook:
             part = target.lstrip("/") if target.startswith("/") else str(PurePosixPath("xl") / target)
             self.parts[sheet.get("name")] = part
         self.sheet_names = list(self.parts)
+        self._roots: dict[str, Any] = {}  # part -> parsed XML: rules read many cells of one sheet
+
+    def _root(self, part: str) -> Any:
+        if part not in self._roots:
+            from lxml import etree
+
+            with open_bounded_zip(self.path) as z:
+                self._roots[part] = etree.fromstring(z.read(part))  # KeyError: no such part
+        return self._roots[part]
 
     def cell_value(self, sheet: str, coordinate: str) -> Any:
         """OSWorld's `read_cell_value`: the saved value of one cell (None if it has none)."""
-        from lxml import etree
-
-        with open_bounded_zip(self.path) as z:
-            root = etree.fromstring(z.read(self.parts[sheet]))  # KeyError: no such sheet
-            cells = root.xpath("m:sheetData/m:row/m:c[@r=$r]", namespaces={"m": _MAIN}, r=coordinate)
-            if not cells:
-                return None
-            cell = cells[0]
-            kind, v = cell.get("t", "n"), cell.find(f"{{{_MAIN}}}v")
-            try:
-                if kind == "n":
-                    return float(v.text)
-                if kind == "s":
-                    shared = etree.fromstring(z.read("xl/sharedStrings.xml"))
-                    si = shared.findall(f"{{{_MAIN}}}si")[int(v.text)]
-                    return "".join(t.text or "" for t in si.iter(f"{{{_MAIN}}}t"))
-                if kind == "str":
-                    return v.text or ""
-                if kind == "inlineStr":
-                    return "".join(t.text or "" for t in cell.iter(f"{{{_MAIN}}}t"))
-                if kind == "b":
-                    return v.text == "1"
-            except (AttributeError, TypeError, ValueError, IndexError, KeyError):
-                return None
-            return None  # an error value (t="e")
+        root = self._root(self.parts[sheet])  # KeyError: no such sheet
+        cells = root.xpath("m:sheetData/m:row/m:c[@r=$r]", namespaces={"m": _MAIN}, r=coordinate)
+        if not cells:
+            return None
+        cell = cells[0]
+        kind, v = cell.get("t", "n"), cell.find(f"{{{_MAIN}}}v")
+        try:
+            if kind == "n":
+                return float(v.text)
+            if kind == "s":
+                si = self._root("xl/sharedStrings.xml").findall(f"{{{_MAIN}}}si")[int(v.text)]
+                return "".join(t.text or "" for t in si.iter(f"{{{_MAIN}}}t"))
+            if kind == "str":
+                return v.text or ""
+            if kind == "inlineStr":
+                return "".join(t.text or "" for t in cell.iter(f"{{{_MAIN}}}t"))
+            if kind == "b":
+                return v.text == "1"
+        except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+            return None
+        return None  # an error value (t="e")
 
 
 def _sheet(idx: int | str, result: Workbook, expected: Workbook | None) -> tuple[Workbook, str]:
@@ -199,7 +204,7 @@ def _rule_holds(r: Mapping[str, Any], result: Workbook, expected: Workbook | Non
     if kind == "sheet_name":
         return expected is not None and result.sheet_names == expected.sheet_names
     if kind == "sheet_data":
-        first, second = _frame(*_sheet(r["sheet_idx0"], result, expected)), None
+        first = _frame(*_sheet(r["sheet_idx0"], result, expected))
         if first is None:
             return None
         second = _frame(*_sheet(r["sheet_idx1"], result, expected))
