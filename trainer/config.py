@@ -146,6 +146,13 @@ class SFTConfig(_Strict):
     gold: str | None = Field(
         None, description="policy factory 'module:fn' (task -> policy); None: the suite's gold"
     )
+    max_turns: int | None = Field(
+        None,
+        ge=1,
+        description="turn budget of the demonstration episodes (None: rollout.max_turns); more than "
+        "RL's when the demonstrating policy explores, so that none of its episodes is cut short and "
+        "filtered out for the choices it made",
+    )
     train_options: dict[str, Any] | None = Field(
         None,
         description="generator keyword arguments for the demonstrations' tasks, over "

@@ -256,7 +256,14 @@ class Trainer:
             gold = resolve(sft.gold) if sft.gold else self.suite.gold_policy
             tasks = self._demo_tasks()
             with self.progress.phase("collecting demonstrations", total=None):
-                episodes = await self.agent.run_episodes(self.env_factory, tasks, demo=gold, concurrency=16)
+                agent = self.agent
+                if sft.max_turns is not None:
+                    agent = Agent(
+                        self.engine,
+                        self.tokenizer,
+                        self.agent.config.model_copy(update={"max_turns": sft.max_turns}),
+                    )
+                episodes = await agent.run_episodes(self.env_factory, tasks, demo=gold, concurrency=16)
             demos = [e.trajectory for e in episodes if e.trajectory.outcome_reward > 0]
             if len(demos) < len(episodes):
                 log.warning(

@@ -268,3 +268,33 @@ def test_a_warm_start_on_some_task_kinds_only(tmp_path):
     demos = trainer._demo_tasks()
     assert len(demos) == 12 and {t.metadata["kind"] for t in demos} == {"lookup", "multi"}
     assert all(t.metadata["world"] == "counterfactual" for t in demos)  # tasks.train_options kept
+
+
+def test_demonstrations_get_their_own_turn_budget(tmp_path):
+    """An exploring demonstrator (tool-maze's random door, back after a dead end) needs more
+    turns than RL's budget: with `sft.max_turns` none of its episodes is cut short and left
+    out for the doors it picked; without it, the walks with two or three wrong doors are."""
+    kept = {}
+    for name, turns in (("rl-budget", None), ("own-budget", 7)):
+        cfg = config(
+            tmp_path / name,
+            tasks={
+                "train": "arborl.tasks.tool_maze:generate_maze_tasks",
+                "eval_suite": "tool-maze",
+                "eval_size": 1,
+            },
+            rollout={"max_turns": 5, "max_new_tokens": 4},
+            sft={
+                "steps": 1,
+                "demos": 16,
+                "gold": "arborl.tasks.tool_maze:explore_policy",
+                "max_turns": turns,
+            },
+            run={"steps": 0},
+        )
+        asyncio.run(Trainer(cfg).run())
+        kept[name] = read_trajectories(tmp_path / name / "sft" / "demos.parquet")
+    assert len(kept["own-budget"]) == 16
+    assert max(len(t.turns) for t in kept["own-budget"]) > 5
+    assert 0 < len(kept["rl-budget"]) < 16
+    assert all(len(t.turns) <= 5 for t in kept["rl-budget"])
