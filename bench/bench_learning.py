@@ -22,7 +22,7 @@ and after every run; each mode's difference against GRPO is paired by seed, with
 t interval. Also: tokens generated per trajectory, the fraction of uniform groups (no
 signal for GRPO), the PPO clip fraction, RL wall clock.
 
-    python bench/bench_learning.py [--quick] [--seeds 5] [--steps 60] [--sft-steps 400]
+    python bench/bench_learning.py [--quick] [--seeds 5] [--steps 60] [--sft-steps 300]
                                    [--init RUN_OR_MODEL] [--modes grpo,gigpo,tree+tree,tree+gigpo]
 
 Writes bench/results/learning.md and docs/trainer-learning-modes.png.
@@ -231,7 +231,7 @@ def main() -> None:
         help="the tiny model's size: the library default (2 layers, hidden 64) or the main job's "
         "(4 layers, hidden 128; several times slower a step)",
     )
-    ap.add_argument("--sft-steps", type=int, default=400)
+    ap.add_argument("--sft-steps", type=int, default=300)
     ap.add_argument("--sft-batch", type=int, default=32)
     ap.add_argument("--init", default=None, help="a model dir to start from (skips the warm start)")
     ap.add_argument("--warm-only", action="store_true", help="only the warm start (reuse it with --init)")

@@ -3,14 +3,14 @@
 A multi-turn suite in which step-level credit matters. Each task is a small maze of rooms,
 searched one room at a time through the `search` tool of `arborl/Tool-v0`:
 
-    question   "Find the code. You are in room1: a blue door leads to room8, a red door leads to room4."
-    search("room4")  → "room4: a red door leads to room6, a blue door leads to room2."
-    search("room6")  → "room6: a blue door leads to room7, a red door leads to room5."
-    search("room5")  → "room5: the code is 512."
+    question   "Find the code. You are in room17: a blue door leads to room85, a red door leads to room42."
+    search("room42")  → "room42: a red door leads to room63, a blue door leads to room29."
+    search("room63")  → "room63: a blue door leads to room71, a red door leads to room50."
+    search("room50")  → "room50: the code is 512."
     answer  512
 
 Three decision points, each between a red door (leads on) and a blue one (a dead end:
-"room8: a dead end. Go back."). The system prompt says which colour leads on. A wrong door
+"room85: a dead end. Go back."). The system prompt says which colour leads on. A wrong door
 is recoverable — the other door's room is named in the result the agent already saw — but
 costs a turn, and the suite's budget (`MAX_TURNS` = 5: three searches and the answer, plus
 one) tolerates one detour only. So:
@@ -23,11 +23,11 @@ one) tolerates one detour only. So:
   its choices) learns the format and the tools but not the colour: what is left is for RL
   to learn from reward, and which turn earned it is the question step credit answers.
 
-Room numbers are one digit (a maze's seven rooms are seven of 1-9) and the code three
-digits; digits are one token each with the tiny model's tokenizer, so a query copies one
-token. With two-digit rooms a 700-step warm start of the main job's model copied the first
-digit of a door's room and took the second from another door (docs/trainer.md). A door
-names its room as a query does (`room4`), so a query is the door's room copied; every room is a document of the task's own corpus, its name in its
+Room numbers are two digits and the code three (digits are one token each with the tiny
+model's tokenizer). Not one digit, although a one-token query is far easier to copy: with
+seven rooms of nine a guessed room is usually a real one, often past a decision, and GRPO
+learned to guess (docs/trainer.md, learning benchmark); of 90 names a guess rarely hits. A door names its room as a query does (`room42`), so a query is the
+door's room copied; every room is a document of the task's own corpus, its name in its
 title and text, so `search(room, k=1)` ranks it above the room whose door names it.
 
 - `load_suite()`: the 64 evaluation tasks, fixed.
@@ -50,10 +50,10 @@ from .tool_mini import tool_call
 EVAL_SIZE = 64
 DECISIONS = 3
 MAX_TURNS = DECISIONS + 2  # the searches and the answer, plus one detour
-_EVAL_SEED = "tool-maze-eval-v2"
+_EVAL_SEED = "tool-maze-eval-v1"
 SYSTEM_PROMPT = (
     "Find the code. Red doors lead on; blue doors lead to dead ends. Search a room by its "
-    "name, e.g. room4. When you know the code, reply with the code only."
+    "name, e.g. room42. When you know the code, reply with the code only."
 )
 _DOORS = re.compile(r"a (red|blue) door leads to room(\d+)")
 _CODE = re.compile(r"the code is (\d+)")
@@ -67,7 +67,7 @@ def _doors(red: int, blue: int, rng: random.Random) -> str:
 
 def _maze(rng: random.Random) -> dict[str, Any]:
     """Rooms on the path (start, then one per decision), a dead end per decision, the code."""
-    rooms = rng.sample(range(1, 10), 2 * DECISIONS + 1)
+    rooms = rng.sample(range(10, 100), 2 * DECISIONS + 1)
     path, dead = rooms[: DECISIONS + 1], rooms[DECISIONS + 1 :]
     code = rng.randrange(100, 1000)
     texts = {}
