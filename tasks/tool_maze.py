@@ -26,9 +26,10 @@ one) tolerates one detour only. So:
 Room numbers are two digits and the code three (digits are one token each with the tiny
 model's tokenizer). Not one digit, although a one-token query is far easier to copy: with
 seven rooms of nine a guessed room is usually a real one, often past a decision, and GRPO
-learned to guess (docs/trainer.md, learning benchmark); of 90 names a guess rarely hits. A door names its room as a query does (`room42`), so a query is the
-door's room copied; every room is a document of the task's own corpus, its name in its
-title and text, so `search(room, k=1)` ranks it above the room whose door names it.
+learned to guess (docs/trainer.md, learning benchmark); of 90 names a guess rarely hits.
+A door names its room as a query does (`room42`), so a query is the door's room copied;
+every room is a document of the task's own corpus, its name in its title and text, so
+`search(room, k=1)` ranks it above the room whose door names it.
 
 - `load_suite()`: the 64 evaluation tasks, fixed.
 - `generate_maze_tasks(n, seed)`: a training stream, never an evaluation maze.
