@@ -1,8 +1,9 @@
 """Does step credit or tree rollouts learn more than GRPO? At equal generated tokens.
 
-The suite: `tool-maze` (arborl.tasks.tool_maze): three door decisions per task, a wrong door
-costs a turn of a budget that tolerates one, every episode of a task starts in one state and
-the states after right doors recur. One warm start is shared by every run: the tiny model
+The suite: `tool-maze` (arborl.tasks.tool_maze), or `tool-doors` with `--suite` (the same
+doors behind a stateful `door(colour)` tool: nothing to copy, nothing to guess). Three door
+decisions per task, a wrong door costs a turn of a budget that tolerates one, every episode
+of a task starts in one state and the states after right doors recur. One warm start is shared by every run: the tiny model
 (the main job's sizes) trained on demonstrations of a random explorer (a door at random,
 back after a dead end; collected with room for every detour, so none is filtered out), which
 teaches the format and the tools but not which door leads on. Then, from it, four modes:
@@ -22,7 +23,8 @@ and after every run; each mode's difference against GRPO is paired by seed, with
 t interval. Also: tokens generated per trajectory, the fraction of uniform groups (no
 signal for GRPO), the PPO clip fraction, RL wall clock.
 
-    python bench/bench_learning.py [--quick] [--seeds 5] [--steps 60] [--sft-steps 300]
+    python bench/bench_learning.py [--suite tool-maze|tool-doors] [--quick] [--seeds 5]
+                                   [--steps 60] [--sft-steps 300]
                                    [--init RUN_OR_MODEL] [--modes grpo,gigpo,tree+tree,tree+gigpo]
 
 Writes bench/results/learning.md and docs/trainer-learning-modes.png.
@@ -52,6 +54,11 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 FIGURE = HERE.parent / "docs" / "trainer-learning-modes.png"
 TREE = {"leaves": 8, "roots": 2}
+# the suites it runs on: their training streams (each module has an `explore_policy` too)
+SUITES = {
+    "tool-maze": "arborl.tasks.tool_maze:generate_maze_tasks",
+    "tool-doors": "arborl.tasks.tool_doors:generate_door_tasks",
+}
 MODES: dict[str, dict[str, Any]] = {
     "grpo": {"algorithm": {"estimator": "grpo"}},
     "gigpo": {"algorithm": {"estimator": "gigpo"}},
@@ -85,7 +92,7 @@ class TokenBudgetTrainer(Trainer):
 def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
     cfg: dict[str, Any] = {
         "model": {"tiny": main_job_model() if args.model == "main" else {}},
-        "tasks": {"train": "arborl.tasks.tool_maze:generate_maze_tasks", "eval_suite": "tool-maze"},
+        "tasks": {"train": SUITES[args.suite], "eval_suite": args.suite},
         "rollout": {
             "group_size": 8,
             "groups_per_step": 4,
@@ -112,7 +119,7 @@ def warm_start(args: argparse.Namespace) -> str:
         "demos": 200 if args.quick else 4000,
         "batch_size": args.sft_batch,
         "env_weight": 1.0,
-        "gold": "arborl.tasks.tool_maze:explore_policy",
+        "gold": SUITES[args.suite].split(":")[0] + ":explore_policy",
         # every random walk finishes in 7 turns, so no demonstration is filtered for its doors
         "max_turns": 7,
     }
@@ -122,14 +129,14 @@ def warm_start(args: argparse.Namespace) -> str:
 
 
 def sampled_success(model: str, args: argparse.Namespace, out: Path) -> float:
-    """Held-out success at the rollout temperature: 64 tool-maze tasks x `--samples`, the
+    """Held-out success at the rollout temperature: 64 tasks x `--samples`, the
     suite's 5-turn budget."""
     from arborl.eval.config import EvalConfig
     from arborl.eval.runner import run_eval
 
     cfg = EvalConfig.model_validate(
         {
-            "suite": "tool-maze",
+            "suite": args.suite,
             "agent": "model",
             "samples": args.samples,
             "pass_k": [1],
@@ -221,6 +228,7 @@ def plot(runs: dict[str, list[Path]], after: dict[str, list[float]], before: flo
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a smoke run: 2 seeds, 3 steps, 8 tasks")
+    ap.add_argument("--suite", choices=sorted(SUITES), default="tool-maze")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=60, help="GRPO's steps; the others match its tokens")
     ap.add_argument("--max-steps-factor", type=float, default=3.0, help="cap: this x --steps")
@@ -314,7 +322,7 @@ def write_table(
 
 `{shlex.join(["python", "bench/bench_learning.py", *sys.argv[1:]])}` on {platform.node()} \
 ({os.cpu_count()} cores), {time.strftime("%Y-%m-%d %H:%M")}, {seconds / 60:.0f} min in all. \
-Suite `tool-maze`; one warm start ({args.init or f"{args.sft_steps} SFT steps on a random explorer's demonstrations"}); \
+Suite `{args.suite}`; one warm start ({args.init or f"{args.sft_steps} SFT steps on a random explorer's demonstrations"}); \
 sync RL, 4 groups x 8 a step, lr {args.lr:g}, temperature {args.temperature}, 2 mini-batches a \
 batch; GRPO runs {args.steps} steps and every other mode stops at GRPO's generated tokens of \
 the same seed (at most {args.max_steps_factor:g}x the steps). Held-out success sampled: \

@@ -170,6 +170,16 @@ BUILTIN_SUITES: tuple[Suite, ...] = (
         tags=("tool", "multi-turn"),
     ),
     Suite(
+        "tool-doors",
+        "arborl/Tool-v0",
+        "arborl.tasks.tool_doors:load_suite",
+        description="64 houses of three doors opened by colour (the question says which leads on): a wrong door costs a turn of a budget that tolerates one",
+        gold="arborl.tasks.tool_doors:gold_policy",
+        empty="arborl.tasks.tool_doors:empty_policy",
+        max_turns=5,
+        tags=("tool", "multi-turn"),
+    ),
+    Suite(
         "desktop-mini",
         "arborl/Desktop-v0",
         "arborl.tasks.osworld:load_desktop_mini",

@@ -6,7 +6,7 @@ index behind the `search` tool). The Tool/ToolBox abstraction every env uses is
 `arborl.envs.tools`.
 """
 
-from .env import DEFAULT_TASK, ToolEnv, extract_answer
+from .env import DEFAULT_TASK, ToolEnv, ToolEpisode, extract_answer
 from .search import BM25
 from .verifiers import VERIFIERS, get_verifier, register_verifier, score
 
@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_TASK",
     "VERIFIERS",
     "ToolEnv",
+    "ToolEpisode",
     "extract_answer",
     "get_verifier",
     "register_verifier",

@@ -1,7 +1,8 @@
 """`arborl/Tool-v0`: function calling with JSON-schema tools, scored by a verifier.
 
 Tools of an episode: the task's own (`ToolTask.tools`: Python run in the sandbox, or a
-trusted host function) plus built-ins: `python` (runs code in a sandbox, leased on first
+trusted host function; a host function with a parameter named `episode` gets the episode's
+`ToolEpisode`, for tools with state) plus built-ins: `python` (runs code in a sandbox, leased on first
 use, so tasks that never run code never take one), `search` (BM25 over the corpus shipped
 with the task suite) and `final_answer`. The episode ends when the model calls
 `final_answer` or replies without a tool call (that reply, or its `<answer>...</answer>`
@@ -15,8 +16,10 @@ trajectories that gathered the same information share it, whatever the order.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
@@ -61,6 +64,18 @@ def extract_answer(content: str) -> str:
     return (found[-1] if found else content).strip()
 
 
+@dataclass
+class ToolEpisode:
+    """What a host tool that asks for it (a parameter named `episode`) is given: the task and
+    a dict that lives as long as the episode. For tools with state, which a stateless
+    function of the agent's arguments cannot be: a door that moves the agent to another
+    room, a cart that fills. The env passes it after the agent's arguments, so an agent that
+    sends an `episode` argument of its own does not reach it."""
+
+    task: ToolTask
+    state: dict[str, Any] = field(default_factory=dict)
+
+
 class ToolEnv(ToolCallingEnv):
     """Question answering with task-declared and built-in tools."""
 
@@ -98,6 +113,7 @@ class ToolEnv(ToolCallingEnv):
         except ValueError as e:
             raise TaskError(f"task {task.id}: {e}") from e
         self._seen = []
+        self._episode = ToolEpisode(task)
         return [
             self.system_message(task.system_prompt or self.system_prompt),
             {"role": "user", "content": task.question},
@@ -182,8 +198,11 @@ class ToolEnv(ToolCallingEnv):
     def _declared(self, decl: ToolDecl) -> Tool:
         if decl.handler is not None:
             fn = load_entry_point(decl.handler)
+            wants_episode = "episode" in inspect.signature(fn).parameters
 
             async def host(**args: Any) -> Any:
+                if wants_episode:
+                    args = {**args, "episode": self._episode}
                 if asyncio.iscoroutinefunction(fn):
                     return await fn(**args)
                 return await asyncio.to_thread(fn, **args)

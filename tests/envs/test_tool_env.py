@@ -23,6 +23,12 @@ def host_lookup(city: str) -> dict:
     return {"city": city, "population": {"Paris": 2_102_650, "Lyon": 522_250}.get(city)}
 
 
+def host_counter(step: int, episode) -> dict:
+    """A host tool with state: a counter that lives as long as the episode."""
+    episode.state["total"] = episode.state.get("total", 0) + step
+    return {"task": episode.task.id, "total": episode.state["total"]}
+
+
 def verify_even(answer: str, task) -> bool:
     n = last_number(answer)
     return n is not None and n % 2 == 0
@@ -157,3 +163,27 @@ def test_bad_tasks_are_refused_clearly(make_env):
                 }
             }
         )
+
+
+def test_a_host_tool_keeps_state_for_its_episode_only_and_the_agent_cannot_hand_it_one(make_env):
+    """A handler with an `episode` parameter gets the task and a dict that lives as long as
+    the episode: it counts across calls, starts again at the next reset, and an `episode`
+    argument the agent sends is replaced by the env's own."""
+    counter = {
+        "name": "count",
+        "description": "Add to a running total",
+        "parameters": {"type": "object", "properties": {"step": {"type": "integer"}}, "required": ["step"]},
+        "handler": f"{__name__}:host_counter",
+    }
+    env = make_env("arborl/Tool-v0")
+    totals = []
+    for episode in ("first", "second"):
+        task = ToolTask(id=episode, question="Count.", tools=[counter], builtin_tools=(), answer="x")
+        env.reset(options={"task": task})
+        for step in (2, 3):
+            obs, *_ = env.step(call("count", step=step))
+            totals.append(json.loads(obs[0]["content"]))
+        obs, *_ = env.step(call("count", step=1, episode={"task": "forged", "state": {"total": 100}}))
+        totals.append(json.loads(obs[0]["content"]))
+    assert [t["total"] for t in totals] == [2, 5, 6, 2, 5, 6]
+    assert [t["task"] for t in totals] == ["first"] * 3 + ["second"] * 3

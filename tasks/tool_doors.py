@@ -1,0 +1,179 @@
+"""`tool-doors`: three doors to a code, opened with a tool that moves the agent.
+
+tool-maze's successor candidate for the learning benchmark. tool-maze searches rooms by
+name through a stateless corpus search, so every move copies a room's name out of a result,
+and a name that no door has shown can still be searched: the main job's model did not copy
+two-digit names in 700 warm-start steps, and with one-digit names GRPO learned to guess
+rooms past the doors (docs/trainer.md, learning benchmark). Here the only action is a
+colour, and the room the agent stands in is the env's state (a host tool with an
+`episode`, `arborl.envs.tool.ToolEpisode`), so there is nothing to copy but the code at the
+end, and no room to reach except through its door:
+
+    question   "Find the code. In this house blue doors lead on. You are in room17:
+                a red door and a blue door."
+    door("blue")  → "room42: a red door and a blue door."
+    door("red")   → "room63: a dead end. You go back to room42."
+    door("blue")  → "room71: a red door and a blue door."
+    door("blue")  → "room50: the code is 512."
+    answer  512
+
+Which colour leads on is drawn per task and said in the question (the policy has to read
+it). Three decisions; a wrong door costs a turn and brings the agent back, and the budget
+(`MAX_TURNS` = 5: three doors and the answer, plus one) tolerates one detour. Every episode
+of a task starts in one state, and the states after right doors recur across its episodes
+(GiGPO's anchor groups). A policy that ignores the question and picks a colour at random
+succeeds about half the time (at most one wrong door of three); the warm start's
+demonstrations come from such a walker (`explore_policy`, given 7 turns so that none of its
+walks is filtered out), which teaches the format and the tool but not the colour.
+
+- `load_suite()`: the 64 evaluation tasks, fixed.
+- `generate_door_tasks(n, seed)`: a training stream, never an evaluation house.
+- `gold_policy`, `empty_policy`, `explore_policy`; `door` (the tool's host function).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+from typing import TYPE_CHECKING, Any
+
+from .spec import ToolDecl, ToolTask
+from .suites import Policy
+from .tool_mini import tool_call
+
+if TYPE_CHECKING:
+    from arborl.envs.tool import ToolEpisode
+
+EVAL_SIZE = 64
+DECISIONS = 3
+MAX_TURNS = DECISIONS + 2  # the doors and the answer, plus one detour
+COLOURS = ("red", "blue")
+_EVAL_SEED = "tool-doors-eval-v1"
+SYSTEM_PROMPT = (
+    "Find the code. Open doors with the door tool; the question says which colour leads on. "
+    "When you know the code, reply with the code only."
+)
+DOOR_TOOL = ToolDecl(
+    name="door",
+    description="Go through a door of the room you are in.",
+    parameters={
+        "type": "object",
+        "properties": {"colour": {"type": "string", "enum": list(COLOURS)}},
+        "required": ["colour"],
+    },
+    handler="arborl.tasks.tool_doors:door",
+)
+_CODE = re.compile(r"the code is (\d+)")
+
+
+def door(colour: str, episode: ToolEpisode) -> str:
+    """The `door` tool: the episode's state is how many right doors the agent went through."""
+    house: dict[str, Any] = episode.task.metadata
+    at = int(episode.state.get("at", 0))
+    if at >= DECISIONS:
+        return "There are no more doors. Reply with the code."
+    if colour not in COLOURS:
+        return "There is no such door: red or blue."
+    here = f"room{house['path'][at]}"
+    if colour != house["lead"]:
+        return f"room{house['dead'][at]}: a dead end. You go back to {here}."
+    at = episode.state["at"] = at + 1
+    there = f"room{house['path'][at]}"
+    if at == DECISIONS:
+        return f"{there}: the code is {house['code']}."
+    return f"{there}: a red door and a blue door."
+
+
+def _house(rng: random.Random) -> dict[str, Any]:
+    rooms = rng.sample(range(10, 100), 2 * DECISIONS + 1)
+    lead = rng.choice(COLOURS)
+    question = (
+        f"Find the code. In this house {lead} doors lead on. "
+        f"You are in room{rooms[0]}: a red door and a blue door."
+    )
+    return {
+        "question": question,
+        "lead": lead,
+        "path": rooms[: DECISIONS + 1],
+        "dead": rooms[DECISIONS + 1 :],
+        "code": rng.randrange(100, 1000),
+    }
+
+
+def _task(task_id: str, h: dict[str, Any]) -> ToolTask:
+    return ToolTask(
+        id=task_id,
+        question=h["question"],
+        system_prompt=SYSTEM_PROMPT,
+        tools=(DOOR_TOOL,),
+        builtin_tools=(),
+        answer=h["code"],
+        verifier="numeric",
+        metadata={
+            "suite": "tool-doors",
+            "kind": "doors",
+            **{k: h[k] for k in ("lead", "path", "dead", "code")},
+        },
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _eval_houses() -> tuple[dict[str, Any], ...]:
+    rng = random.Random(_EVAL_SEED)
+    return tuple(_house(rng) for _ in range(EVAL_SIZE))
+
+
+def load_suite() -> list[ToolTask]:
+    """The 64 evaluation tasks of `tool-doors`."""
+    return [_task(f"tool-doors/{i:03d}", h) for i, h in enumerate(_eval_houses())]
+
+
+def generate_door_tasks(n: int, seed: int = 0) -> list[ToolTask]:
+    """`n` training houses, reproducible by `seed`, none of them an evaluation house."""
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    held_out = {h["question"] for h in _eval_houses()}
+    rng = random.Random(f"tool-doors-train:{seed}")
+    tasks: list[ToolTask] = []
+    while len(tasks) < n:
+        h = _house(rng)
+        if h["question"] not in held_out:
+            tasks.append(_task(f"tool-doors-train/s{seed}-{len(tasks):06d}", h))
+    return tasks
+
+
+# ---- scripted policies ------------------------------------------------------------------
+def _walker(task: ToolTask, pick: Any) -> Policy:
+    """Answers the code once it is seen; after a dead end takes the other door; otherwise
+    the door `pick(turn)` names."""
+
+    def policy(messages: list[dict[str, Any]], info: dict[str, Any]) -> str:
+        seen = [str(m.get("content", "")) for m in messages if m.get("role") in ("user", "tool")]
+        code = _CODE.search(seen[-1])
+        if code:
+            return code.group(1)
+        if "a dead end" in seen[-1]:
+            # the door before was pick(turn - 1): a door taken after a dead end is never wrong
+            wrong = pick(len(seen) - 1)
+            return tool_call("door", {"colour": next(c for c in COLOURS if c != wrong)})
+        return tool_call("door", {"colour": pick(len(seen))})
+
+    return policy
+
+
+def gold_policy(task: ToolTask) -> Policy:
+    """Through the doors of the colour the question names: three doors, then the code."""
+    return _walker(task, lambda turn: task.metadata["lead"])
+
+
+def explore_policy(task: ToolTask) -> Policy:
+    """A colour at random at every new room (seeded by the task and the turn), the other
+    one after a dead end: the warm start's demonstrations, which show the format and the
+    tool but not that the question names the colour. Needs 2 * DECISIONS + 1 turns."""
+    return _walker(task, lambda turn: random.Random(f"{task.id}:{turn}").choice(COLOURS))
+
+
+def empty_policy(task: ToolTask) -> Policy:
+    """Gives up at once (a final answer that is never right)."""
+    return lambda messages, info: "I don't know."

@@ -1,0 +1,90 @@
+"""tool-doors: gold 100 %, empty 0 %, a colour at random about half the time within the
+suite's budget, the room as the env's state (nothing to copy, nothing to guess), and the
+states that step credit groups by recur across a task's episodes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import gymnasium
+import pytest
+
+from arborl.envs import run_episodes_sync
+from arborl.tasks import get_suite
+from arborl.tasks import tool_doors as tdr
+
+
+def _run(tasks, factory, max_turns=tdr.MAX_TURNS):
+    envs = [gymnasium.make("arborl/Tool-v0") for _ in range(4)]
+    by_id = {t.id: factory(t) for t in tasks}
+    return run_episodes_sync(
+        envs, lambda m, info: by_id[info["task_id"]](m, info), tasks, max_turns=max_turns
+    )
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return get_suite("tool-doors")
+
+
+def test_gold_solves_every_task_through_three_doors_and_empty_none(suite):
+    tasks = suite.tasks()
+    assert len(tasks) == tdr.EVAL_SIZE and suite.max_turns == tdr.MAX_TURNS
+    assert {t.metadata["lead"] for t in tasks} == {"red", "blue"}  # the question has to be read
+    episodes = _run(tasks, tdr.gold_policy)
+    assert [e.total_reward for e in episodes] == [1.0] * len(tasks)
+    assert {sum(m["role"] == "assistant" for m in e.messages) for e in episodes} == {tdr.DECISIONS + 1}
+    assert [e.total_reward for e in _run(tasks, tdr.empty_policy)] == [0.0] * len(tasks)
+
+
+def test_a_random_colour_succeeds_about_half_the_time_and_always_with_room_to_go_back(suite):
+    tasks = suite.tasks()
+    tight = [e.total_reward for e in _run(tasks, tdr.explore_policy)]
+    assert 0.3 <= sum(tight) / len(tight) <= 0.7  # at most one wrong door of three: 1/2
+    roomy = _run(tasks, tdr.explore_policy, max_turns=2 * tdr.DECISIONS + 1)
+    assert [e.total_reward for e in roomy] == [1.0] * len(tasks)  # every demonstration succeeds
+    detours = [sum(m["role"] == "assistant" for m in e.messages) - tdr.DECISIONS - 1 for e in roomy]
+    assert set(detours) == {0, 1, 2, 3}  # the demonstrations do not follow the question's colour
+
+
+def test_training_stream_is_reproducible_and_holds_no_evaluation_house(suite):
+    a, b = tdr.generate_door_tasks(50, seed=1), tdr.generate_door_tasks(50, seed=1)
+    assert [t.question for t in a] == [t.question for t in b]
+    assert not {t.question for t in a} & {t.question for t in suite.tasks()}
+    assert [t.question for t in tdr.generate_door_tasks(5, seed=2)] != [t.question for t in a[:5]]
+
+
+def _walk(task, colours):
+    """Tool results and state hashes of one episode that opens `colours` in turn."""
+
+    async def go():
+        env = gymnasium.make("arborl/Tool-v0").unwrapped
+        _, info = await env.areset(options={"task": task})
+        assert [t["function"]["name"] for t in info["tools"]] == ["door", "final_answer"]  # no search
+        results, hashes = [], [await env.state_hash()]
+        for c in colours:
+            obs, *_ = await env.astep(tdr.tool_call("door", {"colour": c}))
+            results.append(obs[0]["content"])
+            hashes.append(await env.state_hash())
+        return results, hashes
+
+    return asyncio.run(go())
+
+
+def test_the_room_is_the_envs_state_and_states_recur_across_a_tasks_episodes(suite):
+    task = suite.tasks()[0]
+    lead = task.metadata["lead"]
+    other = next(c for c in tdr.COLOURS if c != lead)
+    path, dead = task.metadata["path"], task.metadata["dead"]
+    right, _ = _walk(task, [lead, lead, lead, lead])
+    assert right[0] == f"room{path[1]}: a red door and a blue door."
+    assert right[2] == f"room{path[3]}: the code is {task.metadata['code']}."
+    assert right[3].startswith("There are no more doors")
+    detour, hashes = _walk(task, [other, lead])
+    assert detour == [f"room{dead[0]}: a dead end. You go back to room{path[0]}.", right[0]]
+    _, again = _walk(task, [lead])
+    _, first = _walk(task, [lead])
+    assert hashes[0] == again[0] == first[0]  # one start state
+    assert again[1] == first[1] != hashes[1]  # the right door's state recurs; the dead end is its own
+    bad, hashes = _walk(task, ["green", lead])
+    assert "invalid arguments for `door`" in bad[0] and bad[1] == right[0]  # no door, no move
