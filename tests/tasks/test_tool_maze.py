@@ -7,18 +7,14 @@ import asyncio
 
 import gymnasium
 import pytest
+from scripted_runs import run_policy
 
-from arborl.envs import run_episodes_sync
 from arborl.tasks import get_suite
 from arborl.tasks import tool_maze as tmz
 
 
 def _run(tasks, factory, max_turns=tmz.MAX_TURNS):
-    envs = [gymnasium.make("arborl/Tool-v0") for _ in range(4)]
-    by_id = {t.id: factory(t) for t in tasks}
-    return run_episodes_sync(
-        envs, lambda m, info: by_id[info["task_id"]](m, info), tasks, max_turns=max_turns
-    )
+    return run_policy(tasks, factory, max_turns)
 
 
 @pytest.fixture(scope="module")
