@@ -8,6 +8,7 @@ channel from one episode to the next.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -20,22 +21,61 @@ _NEVER_SCANNED = ("/proc", "/sys")
 
 
 def coarse_now() -> int:
-    """The clock file ctimes come from (coarse, up to a tick behind the precise one)."""
+    """The clock file ctimes come from (coarse, up to a tick or two behind the precise one)."""
     return time.clock_gettime_ns(getattr(time, "CLOCK_REALTIME_COARSE", 5))
 
 
-def _next_tick() -> int:
-    """Wait for the coarse clock to move on, and return it.
+def _stamp(path: str) -> int:
+    """Give `path` a new ctime and return it: a bound on every ctime its filesystem wrote before.
 
-    A mark must not be later than any ctime the agent writes afterwards (so its edits count
-    as touched), and should be later than the ctimes the restore just wrote (so those files
-    count as untouched next time): the first tick after the copies is both. Costs at most
-    one tick (a few ms).
+    Coarse ctimes never go back, and on multigrain filesystems (Linux 6.13+) a coarse ctime
+    is never earlier than any fine-grained one already handed out (the kernel's floor), so
+    the newest stamp bounds them all. utime with the times it has changes nothing else.
     """
-    start = coarse_now()
-    while (now := coarse_now()) <= start:
+    st = os.lstat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+    return os.lstat(path).st_ctime_ns
+
+
+_MAX_GRAIN_WAITED = 1_000_000  # ns
+
+
+def _granule(ctime_ns: int) -> int:
+    """A multiple of the filesystem's timestamp granularity, read off one of its ctimes.
+
+    Linux granularities divide 1 s or are 2 s (FAT), so they divide gcd(ctime, 2 s); on a
+    nanosecond filesystem this is a few ns at worst.
+    """
+    return math.gcd(ctime_ns, 2_000_000_000) or 1
+
+
+def _marks(paths: list[str], max_wait_s: float = 0.5) -> dict[str, int]:
+    """Reset marks for freshly restored trees: for each path, a time such that
+
+    - every ctime written from now on is at least the mark, so an edit the agent makes
+      counts as touched (security: this must hold even if the wait below gives up), and
+    - every ctime written so far is below it, so untouched files are kept next time with
+      their inodes (performance only).
+
+    The mark is the coarse clock read at the end, rounded down to the filesystem's
+    granularity (later ctimes are that clock or later, rounded the same way). Before reading
+    it, wait until the clock has passed the newest stamp: a multigrain filesystem may have
+    stamped the copies with a fine-grained time ahead of the coarse clock by over a tick,
+    and without the wait those files would count as touched and be copied again at every
+    reset, each time with a new inode (git then re-hashes them).
+    """
+    stamps = {p: _stamp(p) for p in paths if os.path.lexists(p)}
+    grains = {p: _granule(c) for p, c in stamps.items()}
+    # A coarse filesystem (/dev/mqueue keeps whole seconds) would cost up to its granule
+    # per reset; there a file restored in the last granule is copied once more instead.
+    waits = {p: c for p, c in stamps.items() if grains[p] <= _MAX_GRAIN_WAITED}
+    deadline = time.monotonic() + max_wait_s
+    while True:
+        now = coarse_now()
+        marks = {p: now - now % grains.get(p, 1) for p in paths}
+        if all(marks[p] > c for p, c in waits.items()) or time.monotonic() > deadline:
+            return marks
         time.sleep(0.0005)
-    return now
 
 
 def _inside(path: str, roots: list[str]) -> bool:
@@ -154,17 +194,19 @@ class Restorer:
         self.marks: dict[str, int] = {}  # live path -> coarse time its last restore ended
 
     def mark(self, paths: list[str]) -> None:
-        self.marks = {p: _next_tick() for p in paths}
+        self.marks = _marks(paths)
 
     def restore(self, pairs: list[list[str]]) -> int:
         copied = 0
+        remark = []
         for path, snap in pairs:
+            n = 0
             try:
                 if os.path.isdir(snap) and not os.path.islink(snap):
-                    copied += self._sync_tree(snap, path, self.marks.get(path))
+                    n = self._sync_tree(snap, path, self.marks.get(path))
                     self._copy_meta(os.lstat(snap), path)
                 else:
-                    copied += self._sync_file(snap, path, self.marks.get(path))
+                    n = self._sync_file(snap, path, self.marks.get(path))
             except OSError:
                 # Whatever went wrong (an odd file type, a half-deleted tree), start over.
                 if os.path.isdir(path) and not os.path.islink(path):
@@ -174,11 +216,14 @@ class Restorer:
                         os.unlink(path)
                 subprocess.run(["cp", "-a", "--", snap, path], check=True)
                 self.marks.pop(path, None)
-        # Without the wait, entries copied in the mark's own tick would count as touched and
-        # be copied again at every reset, each time with a new inode (git re-hashes them).
-        now = _next_tick() if copied else coarse_now()
-        for path, _ in pairs:
-            self.marks[path] = now
+                n = 1
+            copied += n
+            # A tree with nothing written keeps its mark: it still parts what was there from
+            # what comes next, and keeping it saves the wait.
+            if n or path not in self.marks:
+                remark.append(path)
+        if remark:
+            self.marks.update(_marks(remark))
         return copied
 
     def _sync_file(self, src: str, dst: str, mark: int | None) -> int:
