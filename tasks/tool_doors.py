@@ -7,14 +7,16 @@ two-digit names in 700 warm-start steps, and with one-digit names GRPO learned t
 rooms past the doors (docs/trainer.md, learning benchmark). Here the only action is a
 colour, and the room the agent stands in is the env's state (a host tool with an
 `episode`, `arborl.envs.tool.ToolEpisode`), so there is nothing to copy but the code at the
-end, and no room to reach except through its door:
+end, and no room to reach except through its door. Rooms are letters, so the code is the
+only number the agent ever reads (with two-digit rooms the main job's model walked the doors
+after 400 warm-start steps but answered some other three digits):
 
-    question   "Find the code. In this house blue doors lead on. You are in room17:
+    question   "Find the code. In this house blue doors lead on. You are in room Q:
                 a red door and a blue door."
-    door("blue")  → "room42: a red door and a blue door."
-    door("red")   → "room63: a dead end. You go back to room42."
-    door("blue")  → "room71: a red door and a blue door."
-    door("blue")  → "room50: the code is 512."
+    door("blue")  → "room D: a red door and a blue door."
+    door("red")   → "room K: a dead end. You go back to room D."
+    door("blue")  → "room W: a red door and a blue door."
+    door("blue")  → "room B: the code is 512."
     answer  512
 
 Which colour leads on is drawn per task and said in the question (the policy has to read
@@ -36,6 +38,7 @@ from __future__ import annotations
 import functools
 import random
 import re
+import string
 from typing import TYPE_CHECKING, Any
 
 from .spec import ToolDecl, ToolTask
@@ -75,22 +78,22 @@ def door(colour: str, episode: ToolEpisode) -> str:
         return "There are no more doors. Reply with the code."
     if colour not in COLOURS:
         return "There is no such door: red or blue."
-    here = f"room{house['path'][at]}"
+    here = f"room {house['path'][at]}"
     if colour != house["lead"]:
-        return f"room{house['dead'][at]}: a dead end. You go back to {here}."
+        return f"room {house['dead'][at]}: a dead end. You go back to {here}."
     at = episode.state["at"] = at + 1
-    there = f"room{house['path'][at]}"
+    there = f"room {house['path'][at]}"
     if at == DECISIONS:
         return f"{there}: the code is {house['code']}."
     return f"{there}: a red door and a blue door."
 
 
 def _house(rng: random.Random) -> dict[str, Any]:
-    rooms = rng.sample(range(10, 100), 2 * DECISIONS + 1)
+    rooms = rng.sample(string.ascii_uppercase, 2 * DECISIONS + 1)
     lead = rng.choice(COLOURS)
     question = (
         f"Find the code. In this house {lead} doors lead on. "
-        f"You are in room{rooms[0]}: a red door and a blue door."
+        f"You are in room {rooms[0]}: a red door and a blue door."
     )
     return {
         "question": question,
@@ -124,6 +127,11 @@ def _eval_houses() -> tuple[dict[str, Any], ...]:
     return tuple(_house(rng) for _ in range(EVAL_SIZE))
 
 
+def _key(h: dict[str, Any]) -> tuple[Any, ...]:
+    # Questions alone recur (a colour and a first room), so a house is all of it.
+    return (h["lead"], *h["path"], *h["dead"], h["code"])
+
+
 def load_suite() -> list[ToolTask]:
     """The 64 evaluation tasks of `tool-doors`."""
     return [_task(f"tool-doors/{i:03d}", h) for i, h in enumerate(_eval_houses())]
@@ -133,12 +141,12 @@ def generate_door_tasks(n: int, seed: int = 0) -> list[ToolTask]:
     """`n` training houses, reproducible by `seed`, none of them an evaluation house."""
     if n < 0:
         raise ValueError("n must be >= 0")
-    held_out = {h["question"] for h in _eval_houses()}
+    held_out = {_key(h) for h in _eval_houses()}
     rng = random.Random(f"tool-doors-train:{seed}")
     tasks: list[ToolTask] = []
     while len(tasks) < n:
         h = _house(rng)
-        if h["question"] not in held_out:
+        if _key(h) not in held_out:
             tasks.append(_task(f"tool-doors-train/s{seed}-{len(tasks):06d}", h))
     return tasks
 
