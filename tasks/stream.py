@@ -10,10 +10,28 @@ cursor, so a resume relies on this mapping being deterministic.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
 
 from .suites import get_suite, resolve
+
+T = TypeVar("T")
+
+
+def draw_unseen(
+    n: int, draw: Callable[[], T], key: Callable[[T], Hashable], held_out: Iterable[T]
+) -> list[T]:
+    """`n` items from `draw()`, skipping any whose `key` an item of `held_out` has: a
+    generated suite's training stream, which must never hand out an evaluation task."""
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    seen = {key(item) for item in held_out}
+    items: list[T] = []
+    while len(items) < n:
+        item = draw()
+        if key(item) not in seen:
+            items.append(item)
+    return items
 
 
 def task_stream(

@@ -42,6 +42,7 @@ import string
 from typing import TYPE_CHECKING, Any
 
 from .spec import ToolDecl, ToolTask
+from .stream import draw_unseen
 from .suites import Policy
 from .tool_mini import tool_call
 
@@ -139,16 +140,9 @@ def load_suite() -> list[ToolTask]:
 
 def generate_door_tasks(n: int, seed: int = 0) -> list[ToolTask]:
     """`n` training houses, reproducible by `seed`, none of them an evaluation house."""
-    if n < 0:
-        raise ValueError("n must be >= 0")
-    held_out = {_key(h) for h in _eval_houses()}
     rng = random.Random(f"tool-doors-train:{seed}")
-    tasks: list[ToolTask] = []
-    while len(tasks) < n:
-        h = _house(rng)
-        if _key(h) not in held_out:
-            tasks.append(_task(f"tool-doors-train/s{seed}-{len(tasks):06d}", h))
-    return tasks
+    houses = draw_unseen(n, lambda: _house(rng), _key, _eval_houses())
+    return [_task(f"tool-doors-train/s{seed}-{i:06d}", h) for i, h in enumerate(houses)]
 
 
 # ---- scripted policies ------------------------------------------------------------------

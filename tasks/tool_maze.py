@@ -45,6 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .spec import Document, ToolTask
+from .stream import draw_unseen
 from .suites import Policy
 from .tool_mini import tool_call
 
@@ -112,16 +113,9 @@ def load_suite() -> list[ToolTask]:
 
 def generate_maze_tasks(n: int, seed: int = 0) -> list[ToolTask]:
     """`n` training mazes, reproducible by `seed`, none of them an evaluation maze."""
-    if n < 0:
-        raise ValueError("n must be >= 0")
-    held_out = {m["question"] for m in _eval_mazes()}
     rng = random.Random(f"tool-maze-train:{seed}")
-    tasks: list[ToolTask] = []
-    while len(tasks) < n:
-        m = _maze(rng)
-        if m["question"] not in held_out:
-            tasks.append(_task(f"tool-maze-train/s{seed}-{len(tasks):06d}", m))
-    return tasks
+    mazes = draw_unseen(n, lambda: _maze(rng), lambda m: m["question"], _eval_mazes())
+    return [_task(f"tool-maze-train/s{seed}-{i:06d}", m) for i, m in enumerate(mazes)]
 
 
 # ---- scripted policies ------------------------------------------------------------------
