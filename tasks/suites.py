@@ -180,6 +180,16 @@ BUILTIN_SUITES: tuple[Suite, ...] = (
         tags=("tool", "multi-turn"),
     ),
     Suite(
+        "tool-mix",
+        "arborl/Tool-v0",
+        "arborl.tasks.tool_mix:load_suite",
+        description="the main job's: tool-mini's first 64 questions and tool-doors' 64 houses, alternating",
+        gold="arborl.tasks.tool_mix:gold_policy",
+        empty="arborl.tasks.tool_mix:empty_policy",
+        max_turns=6,
+        tags=("tool", "multi-turn"),
+    ),
+    Suite(
         "desktop-mini",
         "arborl/Desktop-v0",
         "arborl.tasks.osworld:load_desktop_mini",

@@ -64,7 +64,10 @@ def _marks(paths: list[str], max_wait_s: float = 0.5) -> dict[str, int]:
     and without the wait those files would count as touched and be copied again at every
     reset, each time with a new inode (git then re-hashes them).
     """
-    stamps = {p: _stamp(p) for p in paths if os.path.lexists(p)}
+    stamps = {}
+    for p in paths:
+        with contextlib.suppress(OSError):  # gone, or not ours to touch: no wait for it
+            stamps[p] = _stamp(p)
     grains = {p: _granule(c) for p, c in stamps.items()}
     # A coarse filesystem (/dev/mqueue keeps whole seconds) would cost up to its granule
     # per reset; there a file restored in the last granule is copied once more instead.

@@ -1,0 +1,55 @@
+"""tool-mix (the main job's suite): both halves solved by gold and by nothing empty, the
+warm start's demonstrator solves every task but follows no colour, and the stream mixes."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from scripted_runs import run_policy
+
+from arborl.tasks import get_suite, tool_doors, tool_mini, tool_mix
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return get_suite("tool-mix")
+
+
+def test_gold_solves_both_halves_and_empty_none(suite):
+    tasks = suite.tasks()
+    assert [t.id for t in tasks[:4]] == [
+        tool_mini.load_suite()[0].id,
+        tool_doors.load_suite()[0].id,
+        tool_mini.load_suite()[1].id,
+        tool_doors.load_suite()[1].id,
+    ]
+    assert Counter(t.metadata["suite"] for t in tasks[:64]) == {"tool-mini": 32, "tool-doors": 32}
+    assert [e.total_reward for e in run_policy(tasks, suite.gold_policy, suite.max_turns)] == [1.0] * 128
+    assert [e.total_reward for e in run_policy(tasks, suite.empty_policy, suite.max_turns)] == [0.0] * 128
+
+
+def test_the_demonstrator_solves_every_task_but_walks_the_houses_at_random(suite):
+    tasks = suite.tasks()
+    episodes = run_policy(tasks, tool_mix.demo_policy, 2 * tool_doors.DECISIONS + 1)
+    assert [e.total_reward for e in episodes] == [1.0] * len(tasks)
+    houses = [e for e, t in zip(episodes, tasks, strict=True) if t.metadata["suite"] == "tool-doors"]
+    detours = Counter(
+        sum(m["role"] == "assistant" for m in e.messages) - tool_doors.DECISIONS - 1 for e in houses
+    )
+    assert detours[0] < len(houses) / 2 and sum(detours.values()) == len(houses)
+
+
+def test_the_stream_mixes_by_share_reproducibly_and_holds_out_both_suites(suite):
+    a = tool_mix.generate_mix_tasks(400, seed=3)
+    assert [t.id for t in a] == [t.id for t in tool_mix.generate_mix_tasks(400, seed=3)]
+    kinds = Counter(t.metadata["suite"] for t in a)
+    assert kinds == {"tool-doors": 100, "tool-mini": 300}
+    assert Counter(t.metadata["suite"] for t in a[:100])["tool-doors"] in range(10, 41)  # interleaved
+    held_out = {t.question for t in suite.tasks() if t.metadata["suite"] == "tool-mini"}
+    assert not held_out & {t.question for t in a if t.metadata["suite"] == "tool-mini"}
+    assert Counter(t.metadata["suite"] for t in tool_mix.generate_mix_tasks(10, doors=1.0)) == {
+        "tool-doors": 10
+    }
+    with pytest.raises(ValueError, match="fraction"):
+        tool_mix.generate_mix_tasks(10, doors=1.5)
