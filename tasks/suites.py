@@ -183,7 +183,7 @@ BUILTIN_SUITES: tuple[Suite, ...] = (
         "tool-mix",
         "arborl/Tool-v0",
         "arborl.tasks.tool_mix:load_suite",
-        description="the main job's: tool-mini's first 64 questions and tool-doors' 64 houses, alternating",
+        description="tool-mini's first 64 questions and 64 houses where red doors lead on, unsaid, alternating",
         gold="arborl.tasks.tool_mix:gold_policy",
         empty="arborl.tasks.tool_mix:empty_policy",
         max_turns=6,

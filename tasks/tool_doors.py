@@ -11,8 +11,7 @@ end, and no room to reach except through its door. Rooms are letters, so the cod
 only number the agent ever reads (with two-digit rooms the main job's model walked the doors
 after 400 warm-start steps but answered some other three digits):
 
-    question   "Find the code. In this house blue doors lead on. You are in room Q:
-                a red door and a blue door."
+    question   "Find the code. In this house blue doors lead on. You are in room Q."
     door("blue")  → "room D: a red door and a blue door."
     door("red")   → "room K: a dead end. You go back to room D."
     door("blue")  → "room W: a red door and a blue door."
@@ -58,6 +57,9 @@ SYSTEM_PROMPT = (
     "Find the code. Open doors with the door tool; the question says which colour leads on. "
     "When you know the code, reply with the code only."
 )
+SYSTEM_PROMPT_UNSAID = (
+    "Find the code. Open doors with the door tool. When you know the code, reply with the code only."
+)
 DOOR_TOOL = ToolDecl(
     name="door",
     description="Go through a door of the room you are in.",
@@ -89,16 +91,15 @@ def door(colour: str, episode: ToolEpisode) -> str:
     return f"{there}: a red door and a blue door."
 
 
-def _house(rng: random.Random) -> dict[str, Any]:
+def _house(rng: random.Random, lead: str | None = None) -> dict[str, Any]:
     rooms = rng.sample(string.ascii_uppercase, 2 * DECISIONS + 1)
-    lead = rng.choice(COLOURS)
-    question = (
-        f"Find the code. In this house {lead} doors lead on. "
-        f"You are in room {rooms[0]}: a red door and a blue door."
-    )
+    drawn = rng.choice(COLOURS)
+    # A fixed lead is not said: finding out which colour leads on is the agent's to do.
+    rule = "" if lead else f"In this house {drawn} doors lead on. "
     return {
-        "question": question,
-        "lead": lead,
+        "question": f"Find the code. {rule}You are in room {rooms[0]}.",
+        "lead": lead or drawn,
+        "said": lead is None,
         "path": rooms[: DECISIONS + 1],
         "dead": rooms[DECISIONS + 1 :],
         "code": rng.randrange(100, 1000),
@@ -109,7 +110,7 @@ def _task(task_id: str, h: dict[str, Any]) -> ToolTask:
     return ToolTask(
         id=task_id,
         question=h["question"],
-        system_prompt=SYSTEM_PROMPT,
+        system_prompt=SYSTEM_PROMPT if h["said"] else SYSTEM_PROMPT_UNSAID,
         tools=(DOOR_TOOL,),
         builtin_tools=(),
         answer=h["code"],
@@ -122,10 +123,15 @@ def _task(task_id: str, h: dict[str, Any]) -> ToolTask:
     )
 
 
-@functools.lru_cache(maxsize=1)
-def _eval_houses() -> tuple[dict[str, Any], ...]:
-    rng = random.Random(_EVAL_SEED)
-    return tuple(_house(rng) for _ in range(EVAL_SIZE))
+@functools.cache
+def _eval_houses(lead: str | None = None) -> tuple[dict[str, Any], ...]:
+    rng = random.Random(_EVAL_SEED if lead is None else f"{_EVAL_SEED}:{lead}")
+    return tuple(_house(rng, lead) for _ in range(EVAL_SIZE))
+
+
+def _check_lead(lead: str | None) -> None:
+    if lead is not None and lead not in COLOURS:
+        raise ValueError(f"lead is one of {COLOURS}, got {lead!r}")
 
 
 def _key(h: dict[str, Any]) -> tuple[Any, ...]:
@@ -133,16 +139,23 @@ def _key(h: dict[str, Any]) -> tuple[Any, ...]:
     return (h["lead"], *h["path"], *h["dead"], h["code"])
 
 
-def load_suite() -> list[ToolTask]:
-    """The 64 evaluation tasks of `tool-doors`."""
-    return [_task(f"tool-doors/{i:03d}", h) for i, h in enumerate(_eval_houses())]
+def load_suite(lead: str | None = None) -> list[ToolTask]:
+    """The 64 evaluation tasks of `tool-doors`; with `lead`, 64 other houses where that
+    colour always leads on, unsaid (tool-mix's)."""
+    _check_lead(lead)
+    name = "tool-doors" if lead is None else f"tool-doors-{lead}"
+    return [_task(f"{name}/{i:03d}", h) for i, h in enumerate(_eval_houses(lead))]
 
 
-def generate_door_tasks(n: int, seed: int = 0) -> list[ToolTask]:
-    """`n` training houses, reproducible by `seed`, none of them an evaluation house."""
+def generate_door_tasks(n: int, seed: int = 0, lead: str | None = None) -> list[ToolTask]:
+    """`n` training houses, reproducible by `seed`, none of them an evaluation house; with
+    `lead`, that colour leads on in every one and no question says so (`load_suite(lead)`'s
+    houses held out)."""
+    _check_lead(lead)
     rng = random.Random(f"tool-doors-train:{seed}")
-    houses = draw_unseen(n, lambda: _house(rng), _key, _eval_houses())
-    return [_task(f"tool-doors-train/s{seed}-{i:06d}", h) for i, h in enumerate(houses)]
+    houses = draw_unseen(n, lambda: _house(rng, lead), _key, _eval_houses(lead))
+    name = "tool-doors" if lead is None else f"tool-doors-{lead}"
+    return [_task(f"{name}-train/s{seed}-{i:06d}", h) for i, h in enumerate(houses)]
 
 
 # ---- scripted policies ------------------------------------------------------------------

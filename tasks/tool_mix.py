@@ -1,15 +1,20 @@
-"""`tool-mix`: tool-mini's questions and tool-doors' houses in one suite, the main job's.
+"""`tool-mix`: tool-mini's questions and houses of doors in one suite, for RL to add to a warm start.
 
-The warm start demonstrates both, but not the same way: tool-mini's questions by their
-gold solution, tool-doors' houses by a walker that picks colours at random
+The houses here are tool-doors' with one difference: red doors always lead on, and nothing
+says so. The warm start demonstrates both halves, but not the same way: tool-mini's
+questions by their gold solution, the houses by a walker that picks colours at random
 (`tool_doors.explore_policy`). So the demonstrations teach the tools, the format and
-copying an answer out of a tool result, and leave one skill to reinforcement learning:
-reading which colour leads on from the question, which only the reward teaches. This is
+copying an answer out of a tool result, and leave one thing to reinforcement learning:
+which door leads on, which only the reward shows. This is
 the shape of ReTool's and rStar2-Agent's recipes (a small cold start for the format, RL for
-the rest), and what lets the main job show what RL adds (docs/trainer.md, main job).
+the rest). On such houses alone GRPO found the red doors in about ten steps, from a warm
+start that already copied the code; the main job's model trained on this suite from scratch
+did not learn to copy within the main job's 28 minutes (docs/trainer.md, learning benchmark,
+2026-11-27).
 
-- `load_suite()`: tool-mini's first 64 evaluation questions and tool-doors' 64 houses,
-  alternating (so a prefix of any even length holds both halves equally).
+- `load_suite()`: tool-mini's first 64 evaluation questions and 64 red-leading houses
+  (`tool_doors.load_suite("red")`), alternating (so a prefix of any even length holds both
+  halves equally).
 - `generate_mix_tasks(n, seed, doors=0.25, **options)`: the training stream, a `doors`
   share of houses, the rest tool-mini's counterfactual stream under `options`.
 - `demo_policy`: the warm start's demonstrator; `gold_policy`, `empty_policy`.
@@ -25,6 +30,7 @@ from .spec import ToolTask
 from .suites import Policy
 
 MINI_EVAL = 64
+LEAD = "red"
 
 
 def _is_house(task: ToolTask) -> bool:
@@ -33,18 +39,18 @@ def _is_house(task: ToolTask) -> bool:
 
 def load_suite() -> list[ToolTask]:
     """128 tasks: tool-mini's first 64 and tool-doors' 64, alternating."""
-    mini, doors = tool_mini.load_suite()[:MINI_EVAL], tool_doors.load_suite()
+    mini, doors = tool_mini.load_suite()[:MINI_EVAL], tool_doors.load_suite(LEAD)
     return [t for pair in zip(mini, doors, strict=True) for t in pair]
 
 
 def generate_mix_tasks(n: int, seed: int = 0, doors: float = 0.25, **options: Any) -> list[ToolTask]:
-    """`n` training tasks, reproducible by `seed`: round(`doors` * n) of tool-doors' houses
+    """`n` training tasks, reproducible by `seed`: round(`doors` * n) red-leading houses
     and the rest of `tool_mini.generate_counterfactual_tasks(..., **options)`, in a seeded
     order. Neither part holds an evaluation task of its suite."""
     if not 0.0 <= doors <= 1.0:
         raise ValueError(f"doors is a fraction in [0, 1], got {doors}")
     n_doors = round(doors * n)
-    tasks = tool_doors.generate_door_tasks(n_doors, seed) + tool_mini.generate_counterfactual_tasks(
+    tasks = tool_doors.generate_door_tasks(n_doors, seed, LEAD) + tool_mini.generate_counterfactual_tasks(
         n - n_doors, seed, **options
     )
     random.Random(f"tool-mix:{seed}").shuffle(tasks)

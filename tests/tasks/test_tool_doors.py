@@ -88,3 +88,17 @@ def test_the_room_is_the_envs_state_and_states_recur_across_a_tasks_episodes(sui
     assert again[1] == first[1] != hashes[1]  # the right door's state recurs; the dead end is its own
     bad, hashes = _walk(task, ["green", lead])
     assert "invalid arguments for `door`" in bad[0] and bad[1] == right[0]  # no door, no move
+
+
+def test_a_fixed_lead_is_never_said_and_its_houses_are_held_out_too():
+    tasks = tdr.load_suite("blue")
+    assert [t.id for t in tasks[:1]] == ["tool-doors-blue/000"] and len(tasks) == tdr.EVAL_SIZE
+    assert {t.metadata["lead"] for t in tasks} == {"blue"}
+    assert not any("blue" in t.question or "blue" in t.system_prompt for t in tasks)
+    assert [e.total_reward for e in _run(tasks, tdr.gold_policy)] == [1.0] * len(tasks)
+    train = tdr.generate_door_tasks(3000, seed=0, lead="blue")
+    assert {t.metadata["lead"] for t in train} == {"blue"}
+    key = lambda t: (t.question, tuple(t.metadata["path"]), t.answer)  # noqa: E731
+    assert not {key(t) for t in train} & {key(t) for t in tasks}
+    with pytest.raises(ValueError, match="lead"):
+        tdr.generate_door_tasks(1, lead="green")

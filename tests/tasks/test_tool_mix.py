@@ -20,11 +20,14 @@ def test_gold_solves_both_halves_and_empty_none(suite):
     tasks = suite.tasks()
     assert [t.id for t in tasks[:4]] == [
         tool_mini.load_suite()[0].id,
-        tool_doors.load_suite()[0].id,
+        tool_doors.load_suite("red")[0].id,
         tool_mini.load_suite()[1].id,
-        tool_doors.load_suite()[1].id,
+        tool_doors.load_suite("red")[1].id,
     ]
     assert Counter(t.metadata["suite"] for t in tasks[:64]) == {"tool-mini": 32, "tool-doors": 32}
+    houses = [t for t in tasks if t.metadata["suite"] == "tool-doors"]
+    assert {t.metadata["lead"] for t in houses} == {"red"}
+    assert not any("red" in t.question or "red" in t.system_prompt for t in houses)  # nothing says so
     assert [e.total_reward for e in run_policy(tasks, suite.gold_policy, suite.max_turns)] == [1.0] * 128
     assert [e.total_reward for e in run_policy(tasks, suite.empty_policy, suite.max_turns)] == [0.0] * 128
 
@@ -45,6 +48,11 @@ def test_the_stream_mixes_by_share_reproducibly_and_holds_out_both_suites(suite)
     assert [t.id for t in a] == [t.id for t in tool_mix.generate_mix_tasks(400, seed=3)]
     kinds = Counter(t.metadata["suite"] for t in a)
     assert kinds == {"tool-doors": 100, "tool-mini": 300}
+    assert {t.metadata["lead"] for t in a if t.metadata["suite"] == "tool-doors"} == {"red"}
+    held_out_houses = {
+        t.question + str(t.answer) for t in suite.tasks() if t.metadata["suite"] == "tool-doors"
+    }
+    assert not held_out_houses & {t.question + str(t.answer) for t in a}
     assert Counter(t.metadata["suite"] for t in a[:100])["tool-doors"] in range(10, 41)  # interleaved
     held_out = {t.question for t in suite.tasks() if t.metadata["suite"] == "tool-mini"}
     assert not held_out & {t.question for t in a if t.metadata["suite"] == "tool-mini"}
