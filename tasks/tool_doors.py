@@ -94,12 +94,14 @@ def door(colour: str, episode: ToolEpisode) -> str:
 def _house(rng: random.Random, lead: str | None = None) -> dict[str, Any]:
     rooms = rng.sample(string.ascii_uppercase, 2 * DECISIONS + 1)
     drawn = rng.choice(COLOURS)
-    # A fixed lead is not said: finding out which colour leads on is the agent's to do.
-    rule = "" if lead else f"In this house {drawn} doors lead on. "
+    # A lead that is not drawn and said (a fixed colour, or "any": drawn, unsaid) is the
+    # agent's to find out.
+    said = lead is None
+    rule = f"In this house {drawn} doors lead on. " if said else ""
     return {
         "question": f"Find the code. {rule}You are in room {rooms[0]}.",
-        "lead": lead or drawn,
-        "said": lead is None,
+        "lead": lead if lead in COLOURS else drawn,
+        "said": said,
         "path": rooms[: DECISIONS + 1],
         "dead": rooms[DECISIONS + 1 :],
         "code": rng.randrange(100, 1000),
@@ -130,8 +132,8 @@ def _eval_houses(lead: str | None = None) -> tuple[dict[str, Any], ...]:
 
 
 def _check_lead(lead: str | None) -> None:
-    if lead is not None and lead not in COLOURS:
-        raise ValueError(f"lead is one of {COLOURS}, got {lead!r}")
+    if lead is not None and lead not in (*COLOURS, "any"):
+        raise ValueError(f"lead is one of {(*COLOURS, 'any')}, got {lead!r}")
 
 
 def _key(h: dict[str, Any]) -> tuple[Any, ...]:
@@ -150,7 +152,8 @@ def load_suite(lead: str | None = None) -> list[ToolTask]:
 def generate_door_tasks(n: int, seed: int = 0, lead: str | None = None) -> list[ToolTask]:
     """`n` training houses, reproducible by `seed`, none of them an evaluation house; with
     `lead`, that colour leads on in every one and no question says so (`load_suite(lead)`'s
-    houses held out)."""
+    houses held out), or with `lead="any"` a colour drawn per house and not said: a walker's
+    demonstrations on those favour no colour (on red houses every recovery is red)."""
     _check_lead(lead)
     rng = random.Random(f"tool-doors-train:{seed}")
     houses = draw_unseen(n, lambda: _house(rng, lead), _key, _eval_houses(lead))

@@ -15,8 +15,8 @@ did not learn to copy within the main job's 28 minutes (docs/trainer.md, learnin
 - `load_suite()`: tool-mini's first 64 evaluation questions and 64 red-leading houses
   (`tool_doors.load_suite("red")`), alternating (so a prefix of any even length holds both
   halves equally).
-- `generate_mix_tasks(n, seed, doors=0.25, **options)`: the training stream, a `doors`
-  share of houses, the rest tool-mini's counterfactual stream under `options`.
+- `generate_mix_tasks(n, seed, doors=0.25, lead="red", **options)`: the training stream, a
+  `doors` share of houses, the rest tool-mini's counterfactual stream under `options`.
 - `demo_policy`: the warm start's demonstrator; `gold_policy`, `empty_policy`.
 """
 
@@ -43,14 +43,18 @@ def load_suite() -> list[ToolTask]:
     return [t for pair in zip(mini, doors, strict=True) for t in pair]
 
 
-def generate_mix_tasks(n: int, seed: int = 0, doors: float = 0.25, **options: Any) -> list[ToolTask]:
+def generate_mix_tasks(
+    n: int, seed: int = 0, doors: float = 0.25, lead: str = LEAD, **options: Any
+) -> list[ToolTask]:
     """`n` training tasks, reproducible by `seed`: round(`doors` * n) red-leading houses
     and the rest of `tool_mini.generate_counterfactual_tasks(..., **options)`, in a seeded
-    order. Neither part holds an evaluation task of its suite."""
+    order. Neither part holds an evaluation task of its suite. The demonstrations' stream
+    should take `lead="any"` (a colour per house, unsaid): on red houses alone every walk
+    the walker finishes recovers through red doors, and that already teaches red."""
     if not 0.0 <= doors <= 1.0:
         raise ValueError(f"doors is a fraction in [0, 1], got {doors}")
     n_doors = round(doors * n)
-    tasks = tool_doors.generate_door_tasks(n_doors, seed, LEAD) + tool_mini.generate_counterfactual_tasks(
+    tasks = tool_doors.generate_door_tasks(n_doors, seed, lead) + tool_mini.generate_counterfactual_tasks(
         n - n_doors, seed, **options
     )
     random.Random(f"tool-mix:{seed}").shuffle(tasks)

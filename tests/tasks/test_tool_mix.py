@@ -61,3 +61,20 @@ def test_the_stream_mixes_by_share_reproducibly_and_holds_out_both_suites(suite)
     }
     with pytest.raises(ValueError, match="fraction"):
         tool_mix.generate_mix_tasks(10, doors=1.5)
+
+
+def test_demonstration_houses_can_favour_no_colour():
+    # On red houses every recovery of the walker is red: its demonstrations would teach red.
+    houses = tool_mix.generate_mix_tasks(400, seed=0, doors=1.0, lead="any")
+    assert 150 < sum(t.metadata["lead"] == "red" for t in houses) < 250
+    assert not any("red" in t.question or "blue" in t.question for t in houses)
+    episodes = run_policy(houses[:64], tool_mix.demo_policy, 2 * tool_doors.DECISIONS + 1)
+    picks = Counter(
+        c
+        for e in episodes
+        for m in e.messages
+        if m["role"] == "assistant"
+        for c in tool_doors.COLOURS
+        if c in m["content"]
+    )
+    assert abs(picks["red"] - picks["blue"]) < 0.2 * sum(picks.values())
