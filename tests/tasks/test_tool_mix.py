@@ -1,5 +1,6 @@
-"""tool-mix (the main job's suite): both halves solved by gold and by nothing empty, the
-warm start's demonstrator solves every task but follows no colour, and the stream mixes."""
+"""tool-mix: both halves solved by gold and by nothing empty, the warm start's demonstrator
+solves every task at random doors (favouring no colour on houses drawn per house), and the
+stream mixes."""
 
 from __future__ import annotations
 
