@@ -9,7 +9,9 @@ colour, and the room the agent stands in is the env's state (a host tool with an
 `episode`, `arborl.envs.tool.ToolEpisode`), so there is nothing to copy but the code at the
 end, and no room to reach except through its door. Rooms are letters, so the code is the
 only number the agent ever reads (with two-digit rooms the main job's model walked the doors
-after 400 warm-start steps but answered some other three digits):
+after 400 warm-start steps but answered some other three digits; with letters it still does
+from scratch, while a model that already copies tool-mini's answers reaches the walker's
+level in 60 steps):
 
     question   "Find the code. In this house blue doors lead on. You are in room Q."
     door("blue")  → "room D: a red door and a blue door."
@@ -131,9 +133,11 @@ def _eval_houses(lead: str | None = None) -> tuple[dict[str, Any], ...]:
     return tuple(_house(rng, lead) for _ in range(EVAL_SIZE))
 
 
-def _check_lead(lead: str | None) -> None:
+def _name(lead: str | None) -> str:
+    """The task ids' prefix for houses of `lead` (checked)."""
     if lead is not None and lead not in (*COLOURS, "any"):
         raise ValueError(f"lead is one of {(*COLOURS, 'any')}, got {lead!r}")
+    return "tool-doors" if lead is None else f"tool-doors-{lead}"
 
 
 def _key(h: dict[str, Any]) -> tuple[Any, ...]:
@@ -144,8 +148,7 @@ def _key(h: dict[str, Any]) -> tuple[Any, ...]:
 def load_suite(lead: str | None = None) -> list[ToolTask]:
     """The 64 evaluation tasks of `tool-doors`; with `lead`, 64 other houses where that
     colour always leads on, unsaid (tool-mix's)."""
-    _check_lead(lead)
-    name = "tool-doors" if lead is None else f"tool-doors-{lead}"
+    name = _name(lead)
     return [_task(f"{name}/{i:03d}", h) for i, h in enumerate(_eval_houses(lead))]
 
 
@@ -154,10 +157,9 @@ def generate_door_tasks(n: int, seed: int = 0, lead: str | None = None) -> list[
     `lead`, that colour leads on in every one and no question says so (`load_suite(lead)`'s
     houses held out), or with `lead="any"` a colour drawn per house and not said: a walker's
     demonstrations on those favour no colour (on red houses every recovery is red)."""
-    _check_lead(lead)
+    name = _name(lead)
     rng = random.Random(f"tool-doors-train:{seed}")
     houses = draw_unseen(n, lambda: _house(rng, lead), _key, _eval_houses(lead))
-    name = "tool-doors" if lead is None else f"tool-doors-{lead}"
     return [_task(f"{name}-train/s{seed}-{i:06d}", h) for i, h in enumerate(houses)]
 
 
