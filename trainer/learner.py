@@ -56,7 +56,7 @@ from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_weig
 
 from arborl.kernels import fused_logprob_entropy
 
-from .prefix import response_hidden_states
+from .prefix import prefix_groups, response_hidden_states
 
 
 class LearnerConfig(BaseModel):
@@ -186,13 +186,18 @@ class Learner:
         return logp, entropy
 
     def _micro_batches(self, data: Any) -> list[tuple[torch.Tensor, dict[str, torch.Tensor]]]:
-        """(row indices, tensors) per micro-batch: rows sorted by length, and each micro-batch
-        cut to its own extent (prompts are left-padded, responses right-padded to the batch's
-        longest), so padding costs no compute. Exact: padded positions are masked anyway.
+        """(row indices, tensors) per micro-batch: rows grouped by the prompt prefix they share,
+        sorted by length within a group, and each micro-batch cut to its own extent (prompts
+        are left-padded, responses right-padded to the batch's longest), so padding costs no
+        compute. Exact: padded positions are masked anyway.
 
             batch   | p p p p r r r . . . |        micro-batch of the shorter rows
                     | . . p p r r . . . . |   →    | p p r r . |
                     | . p p p r r r r r r |        | p p p r r |
+
+        A micro-batch never mixes rows whose prompts share fewer than `share_prefix_min`
+        tokens: one row of another suite (another system prompt) would leave the whole
+        micro-batch without a shared prefix to compute once (`prefix.py`).
         """
         b = data.batch
         seq_keys = ("input_ids", "attention_mask", "position_ids")
@@ -202,16 +207,20 @@ class Learner:
         resp_len = b["responses"].shape[1]
         prompt_len = b["input_ids"].shape[1] - resp_len
         att = b["attention_mask"]
-        order = torch.argsort(att.sum(-1), descending=True, stable=True)
+        lengths = att.sum(-1)
         out = []
-        for i in range(0, len(data), self.config.micro_batch_size):
-            idx = order[i : i + self.config.micro_batch_size]
-            a = att[idx]
-            start = int(prompt_len - a[:, :prompt_len].sum(-1).max())  # first prompt column in use
-            used = max(1, int(a[:, prompt_len:].sum(-1).max()))  # response columns in use
-            mb = {k: b[k][idx][:, start : prompt_len + used] for k in seq_keys}
-            mb.update({k: b[k][idx][:, :used] for k in resp_keys})
-            out.append((idx, mb))
+        for group in prefix_groups(
+            b["input_ids"][:, :prompt_len], att[:, :prompt_len], self.config.share_prefix_min
+        ):
+            order = group[torch.argsort(lengths[group], descending=True, stable=True)]
+            for i in range(0, len(order), self.config.micro_batch_size):
+                idx = order[i : i + self.config.micro_batch_size]
+                a = att[idx]
+                start = int(prompt_len - a[:, :prompt_len].sum(-1).max())  # first prompt column in use
+                used = max(1, int(a[:, prompt_len:].sum(-1).max()))  # response columns in use
+                mb = {k: b[k][idx][:, start : prompt_len + used] for k in seq_keys}
+                mb.update({k: b[k][idx][:, :used] for k in resp_keys})
+                out.append((idx, mb))
         return out
 
     @torch.no_grad()

@@ -39,6 +39,24 @@ def common_prefix_length(input_ids: torch.Tensor, starts: torch.Tensor, prompt_e
     return max(0, common)
 
 
+def prefix_groups(prompts: torch.Tensor, attention: torch.Tensor, min_shared: int) -> list[torch.Tensor]:
+    """Row indices of `prompts` (``[b, P]``, left-padded) in groups whose prompts begin with
+    the same `min_shared` tokens, so that each micro-batch cut from one group can compute a
+    prefix of at least that length once, and one group of the rows that share theirs with no
+    other row. One group of all rows when `min_shared` is 0 (sharing off)."""
+    if min_shared <= 0:
+        return [torch.arange(prompts.shape[0], device=prompts.device)]
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i in range(prompts.shape[0]):
+        start = int(prompts.shape[1] - attention[i].sum())
+        groups.setdefault(tuple(prompts[i, start : start + min_shared].tolist()), []).append(i)
+    # Rows that share their prefix with no other row have nothing to compute once: they go
+    # together (as many micro-batches as before), not one micro-batch each.
+    shared = [g for g in groups.values() if len(g) > 1]
+    alone = [g[0] for g in groups.values() if len(g) == 1]
+    return [torch.tensor(g, dtype=torch.long, device=prompts.device) for g in [*shared, alone] if g]
+
+
 def response_hidden_states(model: Any, mb: dict[str, torch.Tensor], min_shared: int = 16) -> torch.Tensor:
     """``[b, R, d]``: the last hidden state at the position before each response token.
 
