@@ -187,11 +187,18 @@ def gold_policy(task: ToolTask) -> Policy:
     return _walker(task, lambda turn: task.metadata["lead"])
 
 
-def explore_policy(task: ToolTask) -> Policy:
+def explore_policy(task: ToolTask, red: float | None = None) -> Policy:
     """A colour at random at every new room (seeded by the task and the turn), the other
     one after a dead end: the warm start's demonstrations, which show the format and the
-    tool but not that the question names the colour. Needs 2 * DECISIONS + 1 turns."""
-    return _walker(task, lambda turn: random.Random(f"{task.id}:{turn}").choice(COLOURS))
+    tool but not that the question names the colour. Needs 2 * DECISIONS + 1 turns. With
+    `red`, the walker has a habit: it tries the red door (the one every room names first)
+    with that probability."""
+
+    def pick(turn: int) -> str:
+        rng = random.Random(f"{task.id}:{turn}")
+        return rng.choice(COLOURS) if red is None else ("red" if rng.random() < red else "blue")
+
+    return _walker(task, pick)
 
 
 def empty_policy(task: ToolTask) -> Policy:
