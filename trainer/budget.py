@@ -8,7 +8,8 @@ sized from its own measured step time, early, and what was cut is said (stdout, 
 `budget` events of metrics.jsonl, summary.json):
 
     budget ─┬─ warm start: (1 - rl_share) of the budget, less the time already spent
-            │     after `probe` steps: kept = done + (its time left - evaluations left) / step time
+            │     after `probe` steps, and again every `loop.REPLAN_EVERY` steps from the mean
+            │     step time so far: kept = done + (its time left - evaluations left) / step time
             └─ RL: what is left at its start (at least rl_share of the budget, if the warm
                    start kept to its share), after `probe` steps:
                    kept = done + (time left - final evaluation) / step time

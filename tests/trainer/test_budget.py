@@ -99,3 +99,44 @@ def test_a_slow_warm_start_is_shortened_so_that_rl_runs_and_the_cut_is_recorded(
     # the RL phase ends with an evaluation, wherever the budget ended it
     evals = [e["step"] for e in read_metrics(run) if e["phase"] == "eval-rl"]
     assert evals[-1] == summary["rl_steps"]
+
+
+def test_a_warm_start_that_slows_down_is_planned_again(tmp_path: Path, monkeypatch, capsys):
+    # Fast first steps (0.05 s) then 0.4 s ones: planned from the first steps alone, the warm
+    # start would take RL's share and more; planned again as it goes, it ends near its own.
+    from arborl.trainer import loop
+
+    monkeypatch.setattr(loop, "REPLAN_EVERY", 5)
+    fast, calls = Learner.sft_update, []
+
+    def slowing(self, *args, **kwargs):
+        start = time.perf_counter()
+        out = fast(self, *args, **kwargs)
+        calls.append(start)
+        time.sleep(max(0.0, (0.05 if len(calls) <= 8 else 0.4) - (time.perf_counter() - start)))
+        return out
+
+    monkeypatch.setattr(Learner, "sft_update", slowing)
+    run = tmp_path / "run"
+    cfg = TrainConfig.model_validate(
+        {
+            "tasks": {
+                "train": "arith_suite:generate",
+                "train_size": 200,
+                "eval_suite": "test-arith",
+                "eval_size": 4,
+            },
+            "rollout": {"group_size": 3, "groups_per_step": 2, "max_turns": 2, "max_new_tokens": 12},
+            "sft": {"steps": 400, "demos": 8, "batch_size": 4, "eval_every": None},
+            "learner": {"lr": 1e-4, "micro_batch_size": 8},
+            "run": {"dir": str(run), "steps": 2, "eval_every": 2, "time_budget_min": 0.5, "rl_share": 0.5},
+        }
+    )
+    trainer = Trainer(cfg)
+    summary = asyncio.run(trainer.run())
+    plans = [e["budget/sft_kept"] for e in read_metrics(run) if "budget/sft_kept" in e]
+    assert len(plans) >= 2 and plans[-1] < plans[0], plans  # the first plan was too long
+    assert summary["sft_steps"] == plans[-1] == summary["budget"]["sft"]["kept"]
+    # the warm start ended within its 15 s share, give or take a step and the first evaluation
+    sft_end = calls[-1] - calls[0]
+    assert sft_end < 15 + 2, (sft_end, plans)
