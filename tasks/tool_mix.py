@@ -23,7 +23,7 @@ house, and the suite's held-out success flips between 0 and 100 % on the houses 
 - `load_suite()`: tool-mini's first 64 evaluation questions and 64 blue-leading houses
   (`tool_doors.load_suite("blue")`), alternating (so a prefix of any even length holds both
   halves equally).
-- `generate_mix_tasks(n, seed, doors=0.25, lead="blue", **options)`: the training stream, a
+- `generate_mix_tasks(n, seed, doors=0.5, lead="blue", **options)`: the training stream, a
   `doors` share of houses, the rest tool-mini's counterfactual stream under `options`.
 - `demo_policy`: the warm start's demonstrator; `gold_policy`, `empty_policy`.
 """
@@ -53,7 +53,7 @@ def load_suite() -> list[ToolTask]:
 
 
 def generate_mix_tasks(
-    n: int, seed: int = 0, doors: float = 0.25, lead: str = LEAD, **options: Any
+    n: int, seed: int = 0, doors: float = 0.5, lead: str = LEAD, **options: Any
 ) -> list[ToolTask]:
     """`n` training tasks, reproducible by `seed`: round(`doors` * n) houses where `lead`
     leads on (blue, unsaid) and the rest of

@@ -300,8 +300,8 @@ class Trainer:
                 since_probe = step - budget.probe - 1
                 if budget.budget_s is not None and since_probe >= 0 and since_probe % REPLAN_EVERY == 0:
                     # Planned after `probe` steps, then again every REPLAN_EVERY steps from the
-                    # mean step time so far: the first steps ran faster than the rest (1.15 s
-                    # against 1.39 s a step in one main job), which left RL a third of its share.
+                    # mean step time so far: the first steps can run faster than the rest, and
+                    # a plan from them alone takes RL's share (docs/trainer.md, time budget).
                     cut = budget.plan_sft(
                         planned=sft.steps,
                         done=step - 1,
