@@ -1,7 +1,10 @@
 """Does step credit or tree rollouts learn more than GRPO? At equal generated tokens.
 
-The suite: `tool-maze` (arborl.tasks.tool_maze), or `tool-doors` with `--suite` (the same
-doors behind a stateful `door(colour)` tool: nothing to copy, nothing to guess). Three door
+The suite: `tool-maze` (arborl.tasks.tool_maze), or with `--suite` `tool-doors` (the same
+doors behind a stateful `door(colour)` tool: nothing to copy, nothing to guess, the colour
+said in the question) or `tool-mix-houses` (the main job's houses: blue leads on, unsaid,
+and the demonstrator's walker tries red first two times in three; start it from the main
+job's warm start with `--init`). Three door
 decisions per task, a wrong door costs a turn of a budget that tolerates one, every episode
 of a task starts in one state and the states after right doors recur. One warm start is shared by every run: the tiny model
 (the main job's sizes) trained on demonstrations of a random explorer (a door at random,
@@ -23,7 +26,7 @@ and after every run; each mode's difference against GRPO is paired by seed, with
 t interval. Also: tokens generated per trajectory, the fraction of uniform groups (no
 signal for GRPO), the PPO clip fraction, RL wall clock.
 
-    python bench/bench_learning.py [--suite tool-maze|tool-doors] [--quick] [--seeds 5]
+    python bench/bench_learning.py [--suite tool-maze|tool-doors|tool-mix-houses] [--quick] [--seeds 5]
                                    [--steps 60] [--sft-steps 300]
                                    [--init RUN_OR_MODEL] [--modes grpo,gigpo,tree+tree,tree+gigpo]
 
@@ -54,10 +57,24 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 FIGURE = HERE.parent / "docs" / "trainer-learning-modes.png"
 TREE = {"leaves": 8, "roots": 2}
-# the suites it runs on: their training streams (each module has an `explore_policy` too)
-SUITES = {
-    "tool-maze": "arborl.tasks.tool_maze:generate_maze_tasks",
-    "tool-doors": "arborl.tasks.tool_doors:generate_door_tasks",
+# the suites it runs on: their training streams (with generator options) and the warm
+# start's demonstrator (with the demonstrations' own stream options)
+SUITES: dict[str, dict[str, Any]] = {
+    "tool-maze": {
+        "train": "arborl.tasks.tool_maze:generate_maze_tasks",
+        "demo": "arborl.tasks.tool_maze:explore_policy",
+    },
+    "tool-doors": {
+        "train": "arborl.tasks.tool_doors:generate_door_tasks",
+        "demo": "arborl.tasks.tool_doors:explore_policy",
+    },
+    # the main job's houses: blue leads on, unsaid; the walker's habit is red
+    "tool-mix-houses": {
+        "train": "arborl.tasks.tool_mix:generate_mix_tasks",
+        "options": {"doors": 1.0},
+        "demo": "arborl.tasks.tool_mix:demo_policy",
+        "demo_options": {"lead": "any"},
+    },
 }
 MODES: dict[str, dict[str, Any]] = {
     "grpo": {"algorithm": {"estimator": "grpo"}},
@@ -92,7 +109,11 @@ class TokenBudgetTrainer(Trainer):
 def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
     cfg: dict[str, Any] = {
         "model": {"tiny": main_job_model() if args.model == "main" else {}},
-        "tasks": {"train": SUITES[args.suite], "eval_suite": args.suite},
+        "tasks": {
+            "train": SUITES[args.suite]["train"],
+            "train_options": SUITES[args.suite].get("options", {}),
+            "eval_suite": args.suite,
+        },
         "rollout": {
             "group_size": 8,
             "groups_per_step": 4,
@@ -119,7 +140,8 @@ def warm_start(args: argparse.Namespace) -> str:
         "demos": 200 if args.quick else 4000,
         "batch_size": args.sft_batch,
         "env_weight": 1.0,
-        "gold": SUITES[args.suite].split(":")[0] + ":explore_policy",
+        "gold": SUITES[args.suite]["demo"],
+        "train_options": SUITES[args.suite].get("demo_options"),
         # every random walk finishes in 7 turns, so no demonstration is filtered for its doors
         "max_turns": 7,
     }

@@ -25,6 +25,8 @@ house, and the suite's held-out success flips between 0 and 100 % on the houses 
   halves equally).
 - `generate_mix_tasks(n, seed, doors=0.5, lead="blue", **options)`: the training stream, a
   `doors` share of houses, the rest tool-mini's counterfactual stream under `options`.
+- `load_houses()`: the houses alone (`tool-mix-houses`); `generate_mix_tasks(n, doors=1.0)`
+  is their training stream.
 - `demo_policy`: the warm start's demonstrator; `gold_policy`, `empty_policy`.
 """
 
@@ -50,6 +52,11 @@ def load_suite() -> list[ToolTask]:
     """128 tasks: tool-mini's first 64 and tool-doors' 64 blue houses, alternating."""
     mini, doors = tool_mini.load_suite()[:MINI_EVAL], tool_doors.load_suite(LEAD)
     return [t for pair in zip(mini, doors, strict=True) for t in pair]
+
+
+def load_houses() -> list[ToolTask]:
+    """The suite's 64 houses alone (`tool-mix-houses`, the learning benchmark's suite)."""
+    return tool_doors.load_suite(LEAD)
 
 
 def generate_mix_tasks(

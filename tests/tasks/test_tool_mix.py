@@ -88,3 +88,15 @@ def test_the_demonstrations_teach_a_habit_but_not_the_colour_that_leads():
     for lead in tool_doors.COLOURS:
         share = first[lead, "red"] / (first[lead, "red"] + first[lead, "blue"])
         assert 0.55 < share < 0.8, (lead, first)
+
+
+def test_the_houses_alone_are_a_suite_of_their_own(suite):
+    houses = get_suite("tool-mix-houses")
+    tasks = houses.tasks()
+    assert [t.id for t in tasks] == [t.id for t in suite.tasks() if t.metadata["suite"] == "tool-doors"]
+    assert [e.total_reward for e in run_policy(tasks, houses.gold_policy, houses.max_turns)] == [1.0] * 64
+    assert [e.total_reward for e in run_policy(tasks, houses.empty_policy, houses.max_turns)] == [0.0] * 64
+    stream = tool_mix.generate_mix_tasks(50, seed=1, doors=1.0)
+    assert {t.metadata["lead"] for t in stream} == {"blue"} and not {t.id for t in stream} & {
+        t.id for t in tasks
+    }
