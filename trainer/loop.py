@@ -291,6 +291,7 @@ class Trainer:
         pad = self.tokenizer.pad_token_id
         budget, target = self._phase_budget(), sft.steps
         t_steps, evals_s = time.perf_counter(), 0.0  # step timing, less the evaluations in it
+        said = target  # the warm start's length as last printed
         with self.progress.phase("warm start (SFT)", total=sft.steps) as bar:
             step = 0
             while step < target:
@@ -311,7 +312,10 @@ class Trainer:
                         eval_s=eval_s,
                     )
                     if since_probe == 0 or abs(cut.kept - target) >= max(5, target // 50):
-                        target = self._record_cut(cut, bar)
+                        # said again only when it moved by a tenth since it was last said
+                        say = since_probe == 0 or abs(cut.kept - said) >= said / 10
+                        target = self._record_cut(cut, bar, say=say)
+                        said = target if say else said
                         self.state.sft_planned = target
                         learner.config.total_steps = target  # the cosine schedule ends with the warm start
                     if step > target:
@@ -437,16 +441,18 @@ class Trainer:
         minutes = self.cfg.run.time_budget_min
         return PhaseBudget(minutes * 60 if minutes else None, rl_share=self.cfg.run.rl_share)
 
-    def _record_cut(self, cut: Cut, bar: Any) -> int:
-        """Say what the budget planned for a phase (stdout, metrics, summary); its steps."""
+    def _record_cut(self, cut: Cut, bar: Any, say: bool = True) -> int:
+        """Record what the budget planned for a phase (metrics, summary) and, with `say`,
+        print it; its steps."""
         self.cuts[cut.phase] = cut
         self.metrics.log(
             "budget", self.state.version if cut.phase == "rl" else self.state.sft_steps, cut.as_metrics()
         )
-        self.progress.note(cut.message())
-        if cut.shortened:
-            log.warning(cut.message())
-            bar.total(cut.kept)
+        if say:
+            self.progress.note(cut.message())
+            if cut.shortened:
+                log.warning(cut.message())
+        bar.total(cut.kept)
         return cut.kept
 
     def _in_learner_thread(self, fn: Any, *args: Any) -> Any:
