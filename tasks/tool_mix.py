@@ -5,7 +5,7 @@ says so. The warm start demonstrates both halves, but not the same way: tool-min
 questions by their gold solution, houses by a walker with a habit (`demo_policy`): in every
 room it tries the red door, which each room names first, two times in three, and takes the
 other door after a dead end. Its houses lead through a colour drawn per house
-(`lead="any"` in the demonstrations' stream, `+sft.train_options.lead=any`), so the
+(`lead="any"` in the demonstrations' stream: the main job's `sft.train_options`), so the
 demonstrations teach the tools, the format, copying an answer out of a tool result and
 getting back from a dead end, and leave one thing to reinforcement learning: that here blue
 leads on, which only the reward shows. A policy that learned the walker's habit tries red
