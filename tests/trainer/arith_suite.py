@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
+from typing import Any
 
 from arborl.tasks import Suite, ToolDecl, ToolTask, register_suite
+from arborl.trainer.config import TrainConfig
 
 CALC = ToolDecl(
     name="calculator",
@@ -60,3 +63,22 @@ def gold(task: ToolTask):
 
 
 register_suite(Suite("test-arith", "arborl/Tool-v0", lambda: generate(8, 999), gold=gold), force=True)
+
+
+def train_config(run_dir: Path, **sections: dict[str, Any]) -> TrainConfig:
+    """A tiny trainer config on this suite; each of `sections` updates its section's keys."""
+    base: dict[str, Any] = {
+        "tasks": {
+            "train": "arith_suite:generate",
+            "train_size": 200,
+            "eval_suite": "test-arith",
+            "eval_size": 4,
+        },
+        "rollout": {"group_size": 3, "groups_per_step": 2, "max_turns": 2, "max_new_tokens": 12},
+        "sft": {"steps": 3, "demos": 8, "batch_size": 4},
+        "learner": {"lr": 1e-4, "micro_batch_size": 8},
+        "run": {"dir": str(run_dir), "steps": 4, "eval_every": 2, "checkpoint_every": 2},
+    }
+    for key, value in sections.items():
+        base[key] = {**base.get(key, {}), **value}
+    return TrainConfig.model_validate(base)

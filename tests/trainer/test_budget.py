@@ -8,11 +8,10 @@ import math
 import time
 from pathlib import Path
 
-import arith_suite  # noqa: F401 - registers the test-arith suite
 import pytest
+from arith_suite import train_config  # also registers the test-arith suite
 
 from arborl.trainer.budget import PhaseBudget, steps_that_fit
-from arborl.trainer.config import TrainConfig
 from arborl.trainer.learner import Learner
 from arborl.trainer.loop import Trainer
 from arborl.trainer.metrics_log import read_metrics
@@ -67,26 +66,10 @@ def test_a_slow_warm_start_is_shortened_so_that_rl_runs_and_the_cut_is_recorded(
     # 60 warm-start steps of 0.4 s are 24 s: alone more than the 0.4-minute budget, which
     # before per-phase planning left RL 0 of its steps, silently.
     run = tmp_path / "run"
-    cfg = TrainConfig.model_validate(
-        {
-            "tasks": {
-                "train": "arith_suite:generate",
-                "train_size": 200,
-                "eval_suite": "test-arith",
-                "eval_size": 4,
-            },
-            "rollout": {"group_size": 3, "groups_per_step": 2, "max_turns": 2, "max_new_tokens": 12},
-            "sft": {"steps": 60, "demos": 8, "batch_size": 4},
-            "learner": {"lr": 1e-4, "micro_batch_size": 8},
-            "run": {
-                "dir": str(run),
-                "steps": 4,
-                "eval_every": 2,
-                "checkpoint_every": 2,
-                "time_budget_min": 0.4,
-                "rl_share": 0.5,
-            },
-        }
+    cfg = train_config(
+        run,
+        sft={"steps": 60},
+        run={"time_budget_min": 0.4, "rl_share": 0.5},
     )
     summary = asyncio.run(Trainer(cfg).run())
     assert 5 <= summary["sft_steps"] < 60, summary
@@ -118,19 +101,10 @@ def test_a_warm_start_that_slows_down_is_planned_again(tmp_path: Path, monkeypat
 
     monkeypatch.setattr(Learner, "sft_update", slowing)
     run = tmp_path / "run"
-    cfg = TrainConfig.model_validate(
-        {
-            "tasks": {
-                "train": "arith_suite:generate",
-                "train_size": 200,
-                "eval_suite": "test-arith",
-                "eval_size": 4,
-            },
-            "rollout": {"group_size": 3, "groups_per_step": 2, "max_turns": 2, "max_new_tokens": 12},
-            "sft": {"steps": 400, "demos": 8, "batch_size": 4, "eval_every": None},
-            "learner": {"lr": 1e-4, "micro_batch_size": 8},
-            "run": {"dir": str(run), "steps": 2, "eval_every": 2, "time_budget_min": 0.5, "rl_share": 0.5},
-        }
+    cfg = train_config(
+        run,
+        sft={"steps": 400, "eval_every": None},
+        run={"steps": 2, "checkpoint_every": 20, "time_budget_min": 0.5, "rl_share": 0.5},
     )
     trainer = Trainer(cfg)
     summary = asyncio.run(trainer.run())

@@ -15,36 +15,18 @@ from pathlib import Path
 import arith_suite  # noqa: F401 - registers the test-arith suite
 import gymnasium
 import pytest
+from arith_suite import train_config as config
 
 from arborl.agents import read_trajectories
 from arborl.envs import register_env
 from arborl.envs.base import Step, TextEnv
 from arborl.trainer.checkpoint import Checkpointer
-from arborl.trainer.config import TrainConfig
 from arborl.trainer.loop import RunDirError, Trainer
 from arborl.trainer.metrics_log import read_metrics
 from arborl.trainer.report import write_report
 from arborl.trainer.rollout import RolloutError
 
 HERE = Path(__file__).resolve().parent
-
-
-def config(run_dir: Path, **sections) -> TrainConfig:
-    base = {
-        "tasks": {
-            "train": "arith_suite:generate",
-            "train_size": 200,
-            "eval_suite": "test-arith",
-            "eval_size": 4,
-        },
-        "rollout": {"group_size": 3, "groups_per_step": 2, "max_turns": 2, "max_new_tokens": 12},
-        "sft": {"steps": 3, "demos": 8, "batch_size": 4},
-        "learner": {"lr": 1e-4, "micro_batch_size": 8},
-        "run": {"dir": str(run_dir), "steps": 4, "eval_every": 2, "checkpoint_every": 2},
-    }
-    for key, value in sections.items():
-        base[key] = {**base.get(key, {}), **value}
-    return TrainConfig.model_validate(base)
 
 
 def trained_once(run_dir: Path) -> list[int]:
