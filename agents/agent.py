@@ -180,6 +180,11 @@ class Agent:
             await self._end(state, truncation="context_overflow")
         return state
 
+    def can_step(self, state: EpisodeState) -> bool:
+        """Whether `step` would sample another turn (not ended, under `max_turns`): a
+        state that cannot is no place to branch from."""
+        return not state.done and len(state.trajectory.turns) < self.config.max_turns
+
     async def step(
         self,
         state: EpisodeState,

@@ -151,11 +151,13 @@ class TreeRollout:
         await asyncio.gather(
             *(self._branch(g.tree, g.snaps, g.task, None) for g in grows for _ in range(roots))
         )
+        stalled = 0  # rounds in a row that added no leaf
         while (have := sum(len(g.tree.leaf_ids()) for g in grows)) < total:
             want = min(total - have, cfg.max_parallel)
             jobs: list[Coroutine[Any, Any, bool]] = []
             owners: list[_Growing] = []
-            for g, point in self._pick(grows, want):
+            # after a round that grew nothing, sample afresh rather than pick the same points again
+            for g, point in self._pick(grows, want) if not stalled else []:
                 kind = "token" if point.at is not None else "turn"
                 if point.at is not None:  # split once; every branch of the point shares the prefix
                     point = _Point(
@@ -176,6 +178,12 @@ class TreeRollout:
                 g.forks["failed"] += mine.count(False)
                 if mine:
                     g.replay_works = any(mine)  # a round of failed replays: this env cannot be forked
+            stalled = stalled + 1 if sum(len(g.tree.leaf_ids()) for g in grows) == have else 0
+            if stalled > 1:
+                raise RuntimeError(
+                    f"tree rollouts stopped growing at {have} of {total} leaves: neither forks nor fresh "
+                    "episodes added a leaf (does every episode end before its first turn?)"
+                )
         return [TreeResult(g.tree, g.tree.leaves(), g.tree.generated_tokens(), g.forks) for g in grows]
 
     # ---- growing ----------------------------------------------------------------------
@@ -227,7 +235,9 @@ class TreeRollout:
                     turn = _suffix(turn, len(prefix.response_ids))
                     prefix = None
                 parent = tree.add(turn, parent)
-                if not state.done:
+                # at the turn limit a branch would end without a turn, so no new leaf: a
+                # snapshot there would be picked as a fork point again and again
+                if self.agent.can_step(state):
                     snaps[parent] = self.agent.snapshot(state)
         leaf = tree.nodes[parent]
         leaf.terminal, leaf.truncation = state.trajectory.terminated, state.trajectory.truncation

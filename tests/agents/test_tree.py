@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import pytest
 from agent_helpers import agent_for
 from countdown import Countdown
@@ -66,6 +67,19 @@ async def test_a_nondeterministic_env_fails_the_fork_not_the_tree(engine, tok):
     result = await TreeRollout(agent, Noisy, cfg).run({"id": "c", "start": 2})
     assert result.forks["failed"] > 0
     assert len(result.leaves) == 3  # the failed forks were replaced by fresh samples
+
+
+@pytest.mark.parametrize("branch_at", ["turn", "both"])
+async def test_a_tree_of_episodes_cut_at_the_turn_limit_grows_all_its_leaves(engine, tok, branch_at):
+    # Countdown from 5 needs 5 turns; with 2 every episode is cut at the limit, where a
+    # branch would end before a turn: such states are no fork points (they were picked
+    # again and again, and the tree never grew).
+    cfg = TreeConfig(leaves=6, roots=2, branch_at=branch_at, token_logprob_threshold=0.0)
+    agent = agent_for(engine, tok, max_turns=2, max_new_tokens=6)
+    result = await asyncio.wait_for(TreeRollout(agent, Countdown, cfg).run({"id": "c", "start": 5}), 60)
+    assert len(result.leaves) == 6 and result.forks["turn"] + result.forks["token"] > 0
+    for leaf in result.leaves:
+        assert len(leaf.turns) == 2 and leaf.truncation == "max_turns"
 
 
 async def test_every_env_a_branch_makes_is_closed(engine, tok):
