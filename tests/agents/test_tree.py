@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+
 import pytest
 from agent_helpers import agent_for
 from countdown import Countdown
