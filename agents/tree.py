@@ -182,7 +182,7 @@ class TreeRollout:
             if stalled > 1:
                 raise RuntimeError(
                     f"tree rollouts stopped growing at {have} of {total} leaves: neither forks nor fresh "
-                    "episodes added a leaf (does every episode end before its first turn?)"
+                    "episodes added a leaf (every branch ended before its first turn: is generation failing?)"
                 )
         return [TreeResult(g.tree, g.tree.leaves(), g.tree.generated_tokens(), g.forks) for g in grows]
 
@@ -226,10 +226,12 @@ class TreeRollout:
             parent = start
             if point.at is not None:
                 parent, prefix = point.node, head
+        added = False
         while not state.done:
             before = len(state.trajectory.turns)
             await self.agent.step(state, prefix=prefix)
             if len(state.trajectory.turns) > before:
+                added = True
                 turn = state.trajectory.turns[-1]
                 if prefix is not None:  # the node holds only what this branch sampled
                     turn = _suffix(turn, len(prefix.response_ids))
@@ -239,6 +241,12 @@ class TreeRollout:
                 # snapshot there would be picked as a fork point again and again
                 if self.agent.can_step(state):
                     snaps[parent] = self.agent.snapshot(state)
+        if not added:
+            # the branch ended before its first turn (the engine failed): no leaf, and the
+            # node it started from keeps its own outcome (parent -1 is no node at all)
+            log.warning("a branch ended before its first turn: %s", state.trajectory.truncation)
+            await self.agent.finish(state)
+            return True
         leaf = tree.nodes[parent]
         leaf.terminal, leaf.truncation = state.trajectory.terminated, state.trajectory.truncation
         leaf.outcome_reward = state.trajectory.outcome_reward

@@ -83,6 +83,17 @@ async def test_a_tree_of_episodes_cut_at_the_turn_limit_grows_all_its_leaves(eng
         assert len(leaf.turns) == 2 and leaf.truncation == "max_turns"
 
 
+async def test_a_tree_whose_every_generation_fails_says_so(engine, tok):
+    class Failing(type(engine)):
+        async def generate(self, prompts, sampling):
+            raise RuntimeError("the engine is down")
+
+    agent = agent_for(Failing(engine.inner), tok, max_turns=3, max_new_tokens=6)
+    rollout = TreeRollout(agent, Countdown, TreeConfig(leaves=4, roots=2))
+    with pytest.raises(RuntimeError, match="ended before its first turn"):
+        await asyncio.wait_for(rollout.run({"id": "c", "start": 3}), 60)
+
+
 async def test_every_env_a_branch_makes_is_closed(engine, tok):
     """Forks make an env per branch (replay needs a fresh one); none may outlive the tree."""
     made, closed = [], []
