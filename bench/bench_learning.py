@@ -30,7 +30,7 @@ signal for GRPO), the PPO clip fraction, RL wall clock.
                                    [--steps 60] [--sft-steps 300]
                                    [--init RUN_OR_MODEL] [--modes grpo,gigpo,tree+tree,tree+gigpo]
 
-Writes bench/results/learning.md and docs/trainer-learning-modes.png.
+Writes bench/results/learning.md and docs/trainer-learning-modes.png (`--tag T`: learning-T.md, ...).
 """
 
 from __future__ import annotations
@@ -57,7 +57,16 @@ from arborl.trainer.metrics_log import read_metrics
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-FIGURE = HERE.parent / "docs" / "trainer-learning-modes.png"
+DOCS = HERE.parent / "docs"
+
+
+def outputs(tag: str) -> tuple[Path, Path]:
+    """The table and the figure, `--tag` in their names (another budget's run beside the
+    default one)."""
+    suffix = f"-{tag}" if tag else ""
+    return RESULTS / f"learning{suffix}.md", DOCS / f"trainer-learning-modes{suffix}.png"
+
+
 TREE = {"leaves": 8, "roots": 2}
 # the suites it runs on: their training streams (with generator options) and the warm
 # start's demonstrator (with the demonstrations' own stream options)
@@ -278,6 +287,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=4, help="held-out samples per task")
     ap.add_argument("--eval-size", type=int, default=64)
     ap.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
+    ap.add_argument("--tag", default="", help="in the output files' names: learning-TAG.md, ...")
     ap.add_argument(
         "--report", action="store_true", help="only rebuild the table and the figure from the runs in --out"
     )
@@ -329,7 +339,7 @@ def main() -> None:
             )
         # after every round, so a run cut short still leaves its table
         done = [m for m in modes if after[m]]
-        plot({m: runs[m] for m in done}, after, before, FIGURE)
+        plot({m: runs[m] for m in done}, after, before, outputs(args.tag)[1])
         write_table(args, done, before, after, stats, time.time() - t_start)
 
 
@@ -356,7 +366,7 @@ def report(args: argparse.Namespace, modes: list[str]) -> None:
     after = {m: [resolved(d / "eval-end") for d in runs[m]] for m in modes}
     stats = {m: [run_stats(d) for d in runs[m]] for m in modes}
     args.seeds = seeds
-    plot(runs, after, before, FIGURE)
+    plot(runs, after, before, outputs(args.tag)[1])
     write_table(args, modes, before, after, stats, None)
 
 
@@ -377,7 +387,7 @@ def write_table(
         vs = "—" if name == "grpo" else f"{mean:+.1%} ({mean - half:+.1%} to {mean + half:+.1%})"
         fast = [x["to90"] / 1000 for x in s]
         if any(math.isnan(f) for f in fast):
-            to90 = " / ".join(f"{f:.1f}k" for f in fast)  # a seed that never got there
+            to90 = " / ".join("never" if math.isnan(f) else f"{f:.1f}k" for f in fast)
         elif name == "grpo" or any(math.isnan(g["to90"]) for g in stats["grpo"]):
             to90 = f"{statistics.mean(fast):.1f}k"
         else:
@@ -389,6 +399,7 @@ def write_table(
             f"| {avg('tokens') / 1000:.1f}k | {avg('tokens_per_traj'):.0f} | {avg('uniform'):.0%} "
             f"| {avg('clip'):.3f} | {avg('seconds'):.0f} | {avg('reward_first'):.2f} → {avg('reward_last'):.2f} | {to90} |"
         )
+    table, figure = outputs(args.tag)
     when = "the table rebuilt from the runs" if seconds is None else f"{seconds / 60:.0f} min in all"
     saved = args.out / "command.txt"
     ran = saved.read_text().strip() if seconds is None and saved.exists() else command_line()
@@ -406,10 +417,10 @@ the same seed (at most {args.max_steps_factor:g}x the steps). Held-out success s
 |---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|---|
 {chr(10).join(rows)}
 
-![curves](../../docs/{FIGURE.name})
+![curves](../../docs/{figure.name})
 """
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "learning.md").write_text(text)
+    table.write_text(text)
     print(text)
 
 
