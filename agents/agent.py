@@ -200,7 +200,7 @@ class Agent:
         """
         if state.done:
             raise RuntimeError("the episode has ended")
-        if len(state.trajectory.turns) >= self.config.max_turns:
+        if not self.can_step(state):  # at the turn limit
             await self._end(state, truncation="max_turns")
             return
         if gate is not None:

@@ -12,10 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-import arith_suite  # noqa: F401 - registers the test-arith suite
 import gymnasium
 import pytest
-from arith_suite import train_config as config
+from arith_suite import train_config as config  # also registers the test-arith suite
 
 from arborl.agents import read_trajectories
 from arborl.envs import register_env
