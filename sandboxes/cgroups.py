@@ -91,6 +91,17 @@ class SandboxCgroups:
         except OSError:
             return []
 
+    def oom_kills(self) -> int:
+        """How many processes the sandbox's memory limit has killed (0 if unknown)."""
+        d = self.dirs.get("unified") or self.dirs["memory"]
+        for name in ("memory.events", "memory.oom_control"):
+            with contextlib.suppress(OSError):
+                for line in (d / name).read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        return 0
+
     def remove(self) -> None:
         """Kill whatever is left inside, then remove the directories."""
         for _ in range(200):

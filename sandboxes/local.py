@@ -40,13 +40,16 @@ from .cgroups import CgroupError, SandboxCgroups, leftover_ids
 from .channel import Channel, ChannelTimeout
 from .drop_ids import IN_SANDBOX as DROP_IN_SANDBOX
 from .drop_ids import drop_helper
-from .errors import SandboxStartError, SandboxUnavailable
+from .errors import Fault, SandboxStartError, SandboxUnavailable
+from .local_uids import UidAllocator
 from .owner import OWNER_PID, is_same_process, owner_alive, owner_labels, process_start
+from .seccomp import SeccompUnavailable, filter_program, program_fd
 from .server.wire import write_key
 
 SERVER_DIR = Path(__file__).with_name("server")
 SNAPSHOT_IN_SANDBOX = "/.arborl/snapshot"
 SCRATCH = ("/var/tmp", "/dev/shm")  # writable in any Debian system: kept, sized and reset
+MQUEUE = "/dev/mqueue"  # the sandbox's own POSIX message queues: the server clears it at reset
 # What the server needs: run commands as the agent (SETUID/SETGID), kill anything on reset
 # (KILL), restore snapshots with owners and modes intact (CHOWN, DAC_OVERRIDE, FOWNER).
 SERVER_CAPS = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_SETUID", "CAP_SETGID", "CAP_KILL"]
@@ -62,8 +65,11 @@ class LocalBackendConfig(BaseModel):
     python: str = Field("/usr/bin/python3", description="interpreter inside the sandbox (host path)")
     start_timeout_s: float = Field(15.0, description="how long a new sandbox may take to answer")
     agent_uid: int = Field(
-        64000, description="host uid (and gid) the agent's commands run as; own it to no one"
+        64000,
+        description="first host uid (and gid) the agents' commands run as, one per sandbox; own none "
+        "of the range to anyone",
     )
+    agent_uid_count: int = Field(1024, ge=1, description="how many uids from agent_uid sandboxes may take")
 
 
 def _base_argv() -> list[str]:
@@ -125,6 +131,13 @@ class LocalBackend(SandboxBackend):
         self.runtime_dir = Path(self.config.runtime_dir)
         self.runtime_dir.mkdir(parents=True, exist_ok=True)
         self.runtime_dir.chmod(0o755)
+        self.uids = UidAllocator(
+            self.runtime_dir / ".uids", self.config.agent_uid, self.config.agent_uid_count
+        )
+        try:
+            filter_program()
+        except SeccompUnavailable as e:
+            raise SandboxUnavailable(f"local sandbox backend unavailable: {e}") from e
 
     @staticmethod
     def _writable(spec: SandboxSpec) -> list[str]:
@@ -134,9 +147,8 @@ class LocalBackend(SandboxBackend):
             paths.append(spec.workdir)
         return [*paths, *(p for p in SCRATCH if p not in paths)]
 
-    def _identity_files(self, root: Path) -> None:
+    def _identity_files(self, root: Path, uid: int) -> None:
         """The host's passwd and group, plus the agent, so tools that look the user up work."""
-        uid = self.config.agent_uid
         for name, line in (
             ("passwd", f"agent:x:{uid}:{uid}:arborl agent:/home/agent:/bin/bash\n"),
             ("group", f"agent:x:{uid}:\n"),
@@ -144,7 +156,9 @@ class LocalBackend(SandboxBackend):
             host = Path("/etc", name).read_text()
             (root / name).write_text(host + ("" if host.endswith("\n") else "\n") + line)
 
-    def _argv(self, spec: SandboxSpec, root: Path, writable: list[str], cgroups: SandboxCgroups) -> list[str]:
+    def _argv(
+        self, spec: SandboxSpec, root: Path, writable: list[str], cgroups: SandboxCgroups, uid: int, seccomp: int
+    ) -> list[str]:
         lim = spec.limits
         rlimits = {"fsize": lim.max_file_mb * 2**20, "nofile": lim.nofile, "core": 0}
         argv = [
@@ -170,6 +184,8 @@ class LocalBackend(SandboxBackend):
             "/proc",
             "--dev",
             "/dev",
+            "--mqueue",
+            MQUEUE,
             "--bind",
             str(root / "sock"),
             "/run/arborl",
@@ -187,6 +203,7 @@ class LocalBackend(SandboxBackend):
             argv += ["--ro-bind", host, inside]
         for i, path in enumerate(writable):
             argv += ["--bind", str(root / "fs" / str(i)), path]
+        argv += ["--seccomp", str(seccomp)]
         argv += ["--cap-drop", "ALL"]  # bwrap run by root keeps every capability otherwise
         for cap in SERVER_CAPS:
             argv += ["--cap-add", cap]
@@ -202,14 +219,14 @@ class LocalBackend(SandboxBackend):
             "/run/arborl/agent.sock",
             "--own-pid-namespace",
             "--user",
-            str(self.config.agent_uid),
+            str(uid),
             "--limits",
             json.dumps(rlimits),
             *(["--drop", DROP_IN_SANDBOX] if drop else []),
         ]
         return argv
 
-    def _layout(self, spec: SandboxSpec, root: Path, writable: list[str]) -> None:
+    def _layout(self, spec: SandboxSpec, root: Path, writable: list[str], uid: int) -> None:
         """The sandbox's host directories; its writable trees on one sized tmpfs."""
         root.mkdir(mode=0o755)
         for sub in ("sock", "snap", "fs"):
@@ -227,13 +244,12 @@ class LocalBackend(SandboxBackend):
             )
             if res.returncode != 0:
                 raise SandboxStartError(f"cannot mount a sized tmpfs on {root / sub}: {res.stderr.strip()}")
-        uid = self.config.agent_uid
         for i, path in enumerate(writable):
             d = root / "fs" / str(i)
             d.mkdir(mode=0o1777 if path in ("/tmp", *SCRATCH) else 0o755)
             d.chmod(0o1777 if path in ("/tmp", *SCRATCH) else 0o755)
             os.chown(d, uid, uid)
-        self._identity_files(root)
+        self._identity_files(root, uid)
 
     async def create(self, spec: SandboxSpec, pool_id: str = "") -> Sandbox:
         if spec.network is not False:
@@ -246,6 +262,7 @@ class LocalBackend(SandboxBackend):
         writable = self._writable(spec)
         key = secrets.token_hex(32)
         cgroups = SandboxCgroups(sandbox_id)
+        uid = self.uids.take(sandbox_id)
         meta = {
             MANAGED_LABEL: "1",
             "arborl.sandbox_id": sandbox_id,
@@ -253,45 +270,53 @@ class LocalBackend(SandboxBackend):
             "arborl.pool": pool_id,
             "arborl.created": f"{time.time():.3f}",
             "arborl.image": spec.image,
+            "arborl.agent_uid": str(uid),
             **owner_labels(),
         }
         try:
-            await asyncio.to_thread(self._layout, spec, root, writable)
+            await asyncio.to_thread(self._layout, spec, root, writable, uid)
             write_key(str(root / "sock"), key)
             cgroups.create(spec.limits.memory_mb, spec.limits.pids, spec.limits.cpus)
         except CgroupError as e:
             await asyncio.to_thread(self._remove_dirs, root)
+            self.uids.release(uid)
             raise SandboxUnavailable(f"local sandbox backend cannot bound this sandbox: {e}") from e
         except BaseException:
             await asyncio.to_thread(self._remove_dirs, root)
+            self.uids.release(uid)
             raise
         env = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent", "LANG": "C.UTF-8"}
         log = open(root / "bwrap.log", "wb")  # noqa: SIM115 - handed to the child, closed below
+        seccomp = program_fd()
         try:
             proc = subprocess.Popen(
-                self._argv(spec, root, writable, cgroups),
+                self._argv(spec, root, writable, cgroups, uid, seccomp),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
+                pass_fds=(seccomp,),
                 preexec_fn=cgroups.join,  # only os.open/os.write: no lock a thread could hold
             )
         except BaseException:
             await asyncio.to_thread(cgroups.remove)
             await asyncio.to_thread(self._remove_dirs, root)
+            self.uids.release(uid)
             raise
         finally:
             log.close()
+            os.close(seccomp)
         meta["arborl.bwrap_pid"] = str(proc.pid)
         meta["arborl.bwrap_start"] = process_start(proc.pid) or ""
         (root / "meta.json").write_text(json.dumps(meta))
         sandbox = Sandbox(sandbox_id, spec, Channel(str(root / "sock" / "agent.sock"), key), self)
-        sandbox.handle = (proc, root, writable, cgroups)
+        sandbox.handle = (proc, root, writable, cgroups, uid)
         try:
             await sandbox.channel.wait_ready(self.config.start_timeout_s)
             await self._prepare(sandbox)
-            leaks = (await sandbox._call("writable", timeout=120.0, covered=writable))["paths"]
+            covered = [*writable, MQUEUE]
+            leaks = (await sandbox._call("writable", timeout=120.0, covered=covered))["paths"]
             if leaks:
                 raise SandboxStartError(f"the agent could write {leaks}, which reset would not restore")
         except ChannelTimeout as e:
@@ -310,13 +335,14 @@ class LocalBackend(SandboxBackend):
         shutil.rmtree(root, ignore_errors=True)
 
     async def destroy(self, sandbox: Sandbox) -> None:
-        proc, root, _, cgroups = sandbox.handle
+        proc, root, _, cgroups, uid = sandbox.handle
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
         await asyncio.to_thread(proc.wait)
         await asyncio.to_thread(cgroups.remove)
         await asyncio.to_thread(self._remove_dirs, root)
+        self.uids.release(uid)  # its processes died with the sandbox's pid namespace
 
     async def is_running(self, sandbox: Sandbox) -> bool:
         return bool(sandbox.handle[0].poll() is None)
@@ -331,8 +357,13 @@ class LocalBackend(SandboxBackend):
         )
         return f"bwrap exited with {code}{': ' + log.strip() if log.strip() else ''}"
 
+    async def death_fault(self, sandbox: Sandbox) -> Fault:
+        # The sandbox's memory cgroup OOM-killed something: its own processes filled it. The
+        # agent cannot signal bwrap or the server (another uid, another pid namespace).
+        return "agent" if sandbox.handle[3].oom_kills() > 0 else "infra"
+
     async def snapshot(self, sandbox: Sandbox) -> list[tuple[str, str]]:
-        _, root, writable, _ = sandbox.handle
+        _, root, writable, _, _ = sandbox.handle
 
         def copy() -> list[tuple[str, str]]:
             pairs = []
@@ -386,8 +417,9 @@ class LocalBackend(SandboxBackend):
                 SandboxCgroups(meta["arborl.sandbox_id"]).remove()
                 self._remove_dirs(root)
                 removed.append(meta["arborl.sandbox_id"])
-        # cgroups whose sandbox directory is already gone (a harness killed mid-create)
+        # cgroups and uids whose sandbox directory is already gone (a harness killed mid-create)
         known = {meta["arborl.sandbox_id"] for _, meta in self._entries()}
+        self.uids.release_all_but(known)
         if all_sandboxes:
             for sid in leftover_ids() - known:
                 SandboxCgroups(sid).remove()

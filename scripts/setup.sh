@@ -33,6 +33,14 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || log "no Docker engine: sandboxes will use the local (bubblewrap) backend"
 fi
 
+# ---- inotify instances ----------------------------------------------------------------
+# Each sandbox's server (root, in every container and bwrap sandbox alike) watches its trees
+# for writes through one inotify instance; the kernel's default of 128 per user would cap a
+# host at about a hundred sandboxes before resets fall back to comparing every file.
+if [ "$(id -u)" = 0 ] && [ "$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo 0)" -lt 4096 ]; then
+  sysctl -q -w fs.inotify.max_user_instances=4096 || log "could not raise fs.inotify.max_user_instances"
+fi
+
 # ---- Python environment -------------------------------------------------------------
 PY=${PYTHON:-python3}
 stamp=.venv/.arborl-installed

@@ -31,7 +31,7 @@ import time
 import traceback
 from typing import Any
 
-from . import cgroup, execute, files, restore, wire
+from . import cgroup, execute, files, ipc, restore, wire
 
 SPARE_WORKERS = 6
 PR_SET_DUMPABLE = 4
@@ -163,6 +163,7 @@ class Server:
     def op_reset(self, req: dict) -> dict:
         start = time.monotonic()
         killed = restore.kill_everything_else(self.own_pid_namespace)
+        ipc.clear(self.creds.uid, self.creds.gid, self.drop)
         t_kill = time.monotonic()
         copied = self.restorer.restore(req.get("restore") or [])
         return {

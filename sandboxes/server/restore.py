@@ -16,6 +16,8 @@ import stat
 import subprocess
 import time
 
+from .writes import WriteWatch
+
 SNAPSHOT_ROOT = "/var/lib/arborl/snapshot"
 _NEVER_SCANNED = ("/proc", "/sys")
 
@@ -191,15 +193,39 @@ def _remove(path: str, st: os.stat_result) -> None:
 
 
 class Restorer:
-    """Makes live trees equal to their snapshots, copying only what changed since last time."""
+    """Makes live trees equal to their snapshots, copying only what changed since last time.
+
+    Kept as it is: an entry of the same kind whose ctime is older than its tree's mark (the
+    end of the previous restore), that no one opened for writing since (`WriteWatch`), under
+    a directory that is the same directory as at the mark (same inode: a directory moved or
+    swapped in keeps its children's ctimes). Everything else is copied from the snapshot.
+    """
 
     def __init__(self) -> None:
         self.marks: dict[str, int] = {}  # live path -> coarse time its last restore ended
+        self.dir_inodes: dict[str, int] = {}  # live directory -> its inode at the last mark
+        self.watch = WriteWatch()
+        self._touched: set[str] | None = None  # files opened for writing; None: unknown
 
     def mark(self, paths: list[str]) -> None:
+        self.watch.drain()
+        for path in paths:
+            self._watch_tree(path)
+        self.watch.drain()  # what the walk itself caused, before any agent runs
         self.marks = _marks(paths)
 
+    def _watch_tree(self, root: str) -> None:
+        for d, subdirs, _ in os.walk(root):
+            self._watch_dir(d)
+            subdirs[:] = [s for s in subdirs if not os.path.islink(os.path.join(d, s))]
+
+    def _watch_dir(self, path: str) -> None:
+        with contextlib.suppress(OSError):
+            self.dir_inodes[path] = os.lstat(path).st_ino
+            self.watch.add(path)
+
     def restore(self, pairs: list[list[str]]) -> int:
+        self._touched = self.watch.drain()
         copied = 0
         remark = []
         for path, snap in pairs:
@@ -219,15 +245,37 @@ class Restorer:
                         os.unlink(path)
                 subprocess.run(["cp", "-a", "--", snap, path], check=True)
                 self.marks.pop(path, None)
+                if os.path.isdir(path):
+                    self._watch_tree(path)
                 n = 1
             copied += n
             # A tree with nothing written keeps its mark: it still parts what was there from
             # what comes next, and keeping it saves the wait.
             if n or path not in self.marks:
                 remark.append(path)
+        self.watch.drain()  # the restore's own writes
         if remark:
             self.marks.update(_marks(remark))
         return copied
+
+    def _unchanged(
+        self,
+        src: str,
+        dst: str,
+        want: os.stat_result,
+        have: os.stat_result,
+        mark: int | None,
+        compare: bool = False,
+    ) -> bool:
+        """Whether live `dst` may be kept as the snapshot's `src` without copying it; `compare`
+        checks a regular file's bytes even if no one opened it for writing."""
+        if stat.S_IFMT(have.st_mode) != stat.S_IFMT(want.st_mode) or mark is None or have.st_ctime_ns >= mark:
+            return False
+        if not stat.S_ISREG(want.st_mode):
+            return True  # links cannot change in place; ctime covers the rest
+        if not compare and self._touched is not None and dst not in self._touched:
+            return True
+        return have.st_size == want.st_size and _same_bytes(src, dst)
 
     def _sync_file(self, src: str, dst: str, mark: int | None) -> int:
         want = os.lstat(src)
@@ -235,11 +283,7 @@ class Restorer:
             have = os.lstat(dst)
         except FileNotFoundError:
             return self._copy_entry(src, dst, want)
-        if (
-            stat.S_IFMT(have.st_mode) == stat.S_IFMT(want.st_mode)
-            and mark is not None
-            and have.st_ctime_ns < mark
-        ):
+        if self._unchanged(src, dst, want, have, mark, compare=True):
             return 0
         _remove(dst, have)
         return self._copy_entry(src, dst, want)
@@ -247,17 +291,19 @@ class Restorer:
     def _sync_tree(self, src: str, dst: str, mark: int | None) -> int:
         """Make `dst` equal to the snapshot `src`; returns how many entries were copied.
 
-        An entry whose ctime is older than `mark` (the end of the previous restore) was not
-        touched since, and is kept as it is: restore costs O(changed files), and untouched
-        files keep their inodes, so `git status` does not re-hash the tree. ctime cannot be
-        set by users; renames, links, chmod and writes all advance it. Without a mark
-        (first reset) every file is copied.
+        An entry `_unchanged` says may stay is kept as it is: restore costs O(changed files),
+        and untouched files keep their inodes, so `git status` does not re-hash the tree.
+        Without a mark (first reset, a new directory) every file is copied.
         """
         try:
             live = {e.name: e for e in os.scandir(dst)}
         except FileNotFoundError:
             os.mkdir(dst)
             live = {}
+        ino = os.lstat(dst).st_ino
+        if self.dir_inodes.get(dst) != ino:
+            mark = None  # not the directory the mark saw: nothing below it can be trusted
+            self._watch_dir(dst)
         copied = 0
         for entry in os.scandir(src):
             want = entry.stat(follow_symlinks=False)
@@ -265,12 +311,11 @@ class Restorer:
             have_entry = live.pop(entry.name, None)
             if have_entry is not None:
                 have = have_entry.stat(follow_symlinks=False)
-                same_kind = stat.S_IFMT(have.st_mode) == stat.S_IFMT(want.st_mode)
-                if same_kind and stat.S_ISDIR(want.st_mode):
+                if stat.S_ISDIR(want.st_mode) and stat.S_ISDIR(have.st_mode):
                     copied += self._sync_tree(entry.path, target, mark)
                     self._copy_meta(want, target)
                     continue
-                if same_kind and mark is not None and have.st_ctime_ns < mark:
+                if self._unchanged(entry.path, target, want, have, mark):
                     continue
                 _remove(target, have)
             copied += self._copy_entry(entry.path, target, want)
@@ -301,3 +346,22 @@ class Restorer:
         os.chown(path, st.st_uid, st.st_gid, follow_symlinks=False)
         os.chmod(path, stat.S_IMODE(st.st_mode))
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+
+
+def _same_bytes(a: str, b: str, chunk: int = 1 << 20) -> bool:
+    """Whether two regular files hold the same bytes (neither followed if a link)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fa, fb = os.open(a, flags), os.open(b, flags)
+    except OSError:
+        return False
+    try:
+        while True:
+            x, y = os.read(fa, chunk), os.read(fb, chunk)
+            if x != y:
+                return False
+            if not x:
+                return True
+    finally:
+        os.close(fa)
+        os.close(fb)

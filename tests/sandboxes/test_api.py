@@ -14,7 +14,7 @@ from arborl.sandboxes import SandboxFileNotFound, SandboxOpError
 
 def agent_uid(sb) -> str:
     """The agent's uid: the image's `agent` user (Docker), or the local backend's own uid."""
-    return "1000" if sb.backend.name == "docker" else str(sb.backend.config.agent_uid)
+    return "1000" if sb.backend.name == "docker" else str(sb.handle[4])  # a uid per local sandbox
 
 
 async def test_exec_reports_exit_code_streams_and_user(sb):
