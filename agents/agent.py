@@ -372,6 +372,8 @@ class Agent:
                 bonus, extra = 0.0, {"finish_error": f"{type(e).__name__}: {e}"}
             if traj.turns:
                 traj.turns[-1].reward += float(bonus)
+            if extra.get("sandbox_fault"):  # the sandbox failed while the env scored the episode
+                truncation = str(extra["truncated_by"])
             state.infos.append({**dict(extra), "truncated_by": truncation})
         traj.outcome_reward = float(sum(t.reward for t in traj.turns))
         traj.terminated, traj.truncation = terminated, None if terminated else truncation

@@ -87,6 +87,21 @@ def stable_hash(obj: Any) -> str:
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+def sandbox_failure(e: SandboxError) -> dict[str, Any]:
+    """Step info of an episode its sandbox failed: who failed it, and how it was cut.
+
+    `sandbox_fault` "agent" (its commands exhausted or killed the sandbox) is the agent's
+    failure: scored 0, trained on, never retried. "infra" is not: evaluation retries it and
+    training leaves the episode out (`truncated_by` "sandbox_infra").
+    """
+    fault = getattr(e, "fault", "infra")
+    return {
+        "sandbox_error": f"{type(e).__name__}: {e}",
+        "sandbox_fault": fault,
+        "truncated_by": "sandbox_crash" if fault == "agent" else "sandbox_infra",
+    }
+
+
 class TextEnv(gymnasium.Env[Observation, str]):
     """Base of every arborl env: chat spaces, the async twin, episode bookkeeping."""
 
@@ -284,12 +299,16 @@ class TextEnv(gymnasium.Env[Observation, str]):
     def _failed_step(self, e: Exception) -> Step:
         if isinstance(e, SandboxError):
             log.warning("%s: sandbox failed mid-episode: %s", type(self).__name__, e)
-            what, key = f"the sandbox failed ({type(e).__name__}: {e})", "sandbox_error"
-        else:
-            log.exception("%s: env error mid-episode", type(self).__name__)
-            what, key = f"the environment failed internally ({type(e).__name__})", "env_error"
+            return Step(
+                f"Error: the sandbox failed ({type(e).__name__}: {e}). The episode has ended.",
+                truncated=True,
+                info=sandbox_failure(e),
+            )
+        log.exception("%s: env error mid-episode", type(self).__name__)
         return Step(
-            f"Error: {what}. The episode has ended.", truncated=True, info={key: f"{type(e).__name__}: {e}"}
+            f"Error: the environment failed internally ({type(e).__name__}). The episode has ended.",
+            truncated=True,
+            info={"env_error": f"{type(e).__name__}: {e}"},
         )
 
     async def _finish(self) -> tuple[float, dict[str, Any]]:
@@ -302,6 +321,8 @@ class TextEnv(gymnasium.Env[Observation, str]):
                 raise
             log.warning("%s: scoring at budget end failed: %s", type(self).__name__, e)
             reward, info = 0.0, {"finish_error": f"{type(e).__name__}: {e}"}
+            if isinstance(e, SandboxError):
+                info.update(sandbox_failure(e))
         finally:
             self._end_episode()
         return float(reward), dict(info)

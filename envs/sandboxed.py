@@ -28,6 +28,7 @@ class SandboxExhausted(SandboxError):
     e.g. by a fork bomb). Only a reset recovers it, so the episode ends."""
 
     fatal = True  # the pool replaces the sandbox instead of resetting it
+    fault = "agent"  # only the agent's processes use up the sandbox's limits
 
 
 def check_started(result: ExecResult) -> ExecResult:
@@ -79,6 +80,10 @@ class TimedSandbox:
 
     async def download(self, path: str) -> bytes:
         return await self._timed(self.raw.download, path)
+
+    async def reset(self) -> Any:
+        """Kill every process of the episode and restore the snapshot (scoring starts clean)."""
+        return await self._timed(self.raw.reset)
 
 
 class SandboxEnv(TextEnv):

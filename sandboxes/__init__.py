@@ -18,6 +18,7 @@ from .base import (
 )
 from .docker import DockerBackend, DockerBackendConfig
 from .errors import (
+    Fault,
     ImageBuildError,
     PoolClosed,
     PoolTimeout,
@@ -41,6 +42,7 @@ __all__ = [
     "DockerBackend",
     "DockerBackendConfig",
     "ExecResult",
+    "Fault",
     "ImageBuildError",
     "Limits",
     "LocalBackend",

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from .channel import Channel, ChannelClosed, ChannelForged, ChannelTimeout
-from .errors import SandboxCrashed, SandboxFileNotFound, SandboxOpError, SandboxUnresponsive
+from .errors import Fault, SandboxCrashed, SandboxFileNotFound, SandboxOpError, SandboxUnresponsive
 
 MANAGED_LABEL = "arborl.managed"
 DEFAULT_IMAGE = "arborl/base:latest"
@@ -136,10 +136,12 @@ class Sandbox:
         except ChannelForged as e:
             raise SandboxCrashed(self.id, f"its channel is no longer trustworthy: {e}") from e
         except ChannelClosed as e:
-            raise SandboxCrashed(self.id, await self._death_reason(str(e))) from e
+            reason = await self._death_reason(str(e))
+            raise SandboxCrashed(self.id, reason, await self.backend.death_fault(self)) from e
         except ChannelTimeout as e:
             if not await self.backend.is_running(self):
-                raise SandboxCrashed(self.id, await self.backend.describe_death(self)) from e
+                reason = await self.backend.describe_death(self)
+                raise SandboxCrashed(self.id, reason, await self.backend.death_fault(self)) from e
             raise SandboxUnresponsive(f"sandbox {self.id[:12]}: {e}; reset or replace it") from e
         if not resp.get("ok"):
             if resp.get("kind") == "not_found":
@@ -294,6 +296,10 @@ class SandboxBackend(abc.ABC):
     @abc.abstractmethod
     async def describe_death(self, sandbox: Sandbox) -> str:
         """Why the sandbox is gone (exit code, OOM, killed), for SandboxCrashed."""
+
+    async def death_fault(self, sandbox: Sandbox) -> Fault:
+        """"agent" when the sandbox's own limits killed it (what its commands did), else "infra"."""
+        return "infra"
 
     @abc.abstractmethod
     async def snapshot(self, sandbox: Sandbox) -> list[tuple[str, str]]:

@@ -40,7 +40,7 @@ from .base import MANAGED_LABEL, Sandbox, SandboxBackend, SandboxInfo, SandboxSp
 from .channel import Channel, ChannelTimeout
 from .drop_ids import IN_SANDBOX as DROP_IN_SANDBOX
 from .drop_ids import drop_helper
-from .errors import SandboxStartError, SandboxUnavailable
+from .errors import Fault, SandboxStartError, SandboxUnavailable
 from .owner import OWNER_PID, owner_alive, owner_labels
 from .server.wire import write_key
 
@@ -327,6 +327,13 @@ class DockerBackend(SandboxBackend):
             return "container is running but its server does not answer"
         why = "OOM-killed" if state.get("OOMKilled") else f"exit code {state.get('ExitCode')}"
         return f"container {state.get('Status')} ({why}){': ' + state['Error'] if state.get('Error') else ''}"
+
+    async def death_fault(self, sandbox: Sandbox) -> Fault:
+        # The container's memory cgroup killed it: what ran inside filled it. Removed, or
+        # exited for any other reason (docker kill, the engine stopping): not the agent's
+        # doing, since its commands can neither signal the server nor stop the container.
+        state = await self._run(self._state, sandbox)
+        return "agent" if state is not None and state.get("OOMKilled") else "infra"
 
     async def snapshot(self, sandbox: Sandbox) -> list[tuple[str, str]]:
         """The reset paths, plus whatever else the agent could write (found by the server)."""

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+#: Who made a sandbox fail: the agent (its commands exhausted or killed it: a failure of the
+#: episode, never retried) or not (the engine, the host, someone else: retried elsewhere).
+Fault = Literal["agent", "infra"]
+
 
 class SandboxError(Exception):
     """Base class of every error the sandbox layer raises."""
+
+    fault: Fault = "infra"
 
 
 class SandboxUnavailable(SandboxError):
@@ -19,16 +27,26 @@ class SandboxCrashed(SandboxError):
     """The sandbox died (container exited or was killed, bwrap process gone) mid-operation.
 
     The pool replaces crashed sandboxes; callers holding one should end the episode.
+    `fault` is the backend's reading of the death: "agent" when the sandbox's own limits
+    killed it (its memory cgroup OOM-killed it), "infra" when it was stopped or removed
+    from outside or the engine went away.
     """
 
-    def __init__(self, sandbox_id: str, reason: str) -> None:
+    def __init__(self, sandbox_id: str, reason: str, fault: Fault = "infra") -> None:
         super().__init__(f"sandbox {sandbox_id} crashed: {reason}")
         self.sandbox_id = sandbox_id
         self.reason = reason
+        self.fault = fault
 
 
 class SandboxUnresponsive(SandboxError):
-    """The sandbox is alive but did not answer in time (its server is wedged)."""
+    """The sandbox is alive but did not answer in time (its server is wedged).
+
+    The server answers within seconds of any command's own deadline unless the processes
+    beside it starve it (of memory, pids or CPU), and only the agent runs processes there.
+    """
+
+    fault: Fault = "agent"
 
 
 class SandboxOpError(SandboxError):

@@ -21,8 +21,11 @@ compute it from the config); `notify()` re-checks it:
                    run on across weight pushes (no gate), each token keeping its version
                    (partial rollouts are a sync-mode option: the config refuses them here).
 
-Episodes that failed for infrastructure reasons (engine or env errors) are left out of their
-group (recorded); the model is not trained on faults that are not its own. A group left with
+Episodes that failed for infrastructure reasons (engine or env errors, a sandbox that failed
+without the agent's doing) are left out of their group (recorded); the model is not trained on
+faults that are not its own. A sandbox the agent itself exhausted or killed ("sandbox_crash")
+is its failure and is trained on with its reward, 0: dropping it would let a policy abstain
+from a task it would fail by crashing the sandbox. A group left with
 no episode is replaced by a fresh one (the learner's batch would otherwise never fill), and
 `max_failed_groups` such groups in a row stop the run with a `RolloutError` naming the last
 failure: a dead engine or env fails loudly instead of hanging the trainer.
@@ -47,7 +50,7 @@ from .config import AsyncConfig
 from .store import TrajectoryStore
 
 log = logging.getLogger(__name__)
-INFRA_FAILURES = ("engine_error", "env_error")
+INFRA_FAILURES = ("engine_error", "env_error", "sandbox_infra")
 
 
 def dispatch_limit(a: AsyncConfig, groups_per_step: int, version: int) -> int:
