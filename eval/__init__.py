@@ -6,8 +6,8 @@
 
 - `runner`   the run: concurrency over one sandbox pool, timeouts, retries of infrastructure
              failures, isolation; `drivers` (scripted policies, the model agent)
-- `grading`  SWE-bench semantics (FULL / PARTIAL / NO) in a fresh sandbox; env verdicts
-- `patch`    the model patch read from the episode's repository
+- `grading`  SWE-bench semantics (FULL / PARTIAL / NO) in a fresh sandbox, through the code
+             env's verifier (the model patch comes from the episode's scoring step); env verdicts
 - `instance_images`  SWE instance images built on Docker
 - `summary`  resolved rate, pass@k (Chen et al. 2021), turns, tokens, tool errors, wall time
 - `store`    SQLite results keyed by (run, instance, sample); `outputs` per-instance files

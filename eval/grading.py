@@ -2,12 +2,15 @@
 
 SWE tasks (a `CodeTask` made from a SWE-bench instance): in a fresh sandbox of the task's
 spec (the pool resets a released one in place, so this is the instance's starting state),
-apply the model patch, put the test patch's files back to the base commit and apply the
-test patch, run the test files, and read FAIL_TO_PASS / PASS_TO_PASS from the log:
+the task's verifier (`envs/code/verifier.py`, the same one the env's reward uses) refuses a
+patch that touches test infrastructure, then its harness applies the model patch, puts the
+test patch's files back to the base commit and applies the test patch, runs the test files,
+and FAIL_TO_PASS / PASS_TO_PASS are read from the log:
 
     FULL     every FAIL_TO_PASS and PASS_TO_PASS test passes   (resolved)
     PARTIAL  some FAIL_TO_PASS pass, every PASS_TO_PASS passes
-    NO       anything else; an empty patch, or one that does not apply (reported as such)
+    NO       anything else; an empty patch, one that does not apply, or one that changes
+             test infrastructure (reported as such)
 
 The harness that runs in the sandbox only applies and runs; the log is parsed here.
 
@@ -18,14 +21,14 @@ evaluator), and success means a full score.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from arborl.envs.code.verifier import run_verifier
 from arborl.sandboxes import SandboxPool, SandboxSpec
-from arborl.tasks.swebench import SWEEnvironment, SWEInstance, grade
-from arborl.tasks.swebench.convert import harness_files, harness_spec
+from arborl.tasks import CodeTask
+from arborl.tasks.swebench import grade, swe_parts
 from arborl.tasks.swebench.harness import (
     APPLY_FAILED,
     EXIT_APPLY_FAILED,
@@ -34,7 +37,6 @@ from arborl.tasks.swebench.harness import (
 )
 from arborl.tasks.swebench.log_parsers import parse_log
 
-GRADE_DIR = "/tmp/arborl-grade"
 LOG_CHARS = 64 * 1024
 #: A score at least this high counts as success (scores are in [0, 1]).
 SUCCESS_SCORE = 1.0 - 1e-9
@@ -64,34 +66,25 @@ class SWEGrade(BaseModel):
 
 
 async def grade_swe(
-    pool: SandboxPool,
-    spec: SandboxSpec,
-    instance: SWEInstance,
-    environment: SWEEnvironment,
-    model_patch: str | None,
+    pool: SandboxPool, spec: SandboxSpec, task: CodeTask, model_patch: str | None
 ) -> SWEGrade:
-    """Grade `model_patch` against `instance` in a fresh sandbox of `spec` (see the module doc)."""
+    """Grade `model_patch` against the SWE task in a fresh sandbox of `spec` (see the module doc)."""
+    parts = swe_parts(task)
+    if parts is None:
+        raise ValueError(f"task {task.id!r} was not made from a SWE-bench instance")
+    instance, environment = parts
     if model_patch is None:
         return SWEGrade.unresolved("no_patch")
     if not model_patch.strip():
         return SWEGrade.unresolved("empty_patch", empty_patch=True)
-    spec_json = harness_spec(
-        instance, environment, test_patch=f"{GRADE_DIR}/test.patch", model_patch=f"{GRADE_DIR}/model.patch"
-    )
-    files = {
-        **harness_files(),
-        "spec.json": json.dumps(spec_json),
-        "test.patch": instance.test_patch,
-        "model.patch": model_patch if model_patch.endswith("\n") else model_patch + "\n",
-    }
+    patch = model_patch if model_patch.endswith("\n") else model_patch + "\n"
     async with pool.acquire(spec) as sb:
-        await sb.exec(["mkdir", "-p", GRADE_DIR], timeout=30)
-        await sb.upload(files, GRADE_DIR)
-        r = await sb.exec(
-            ["python3", f"{GRADE_DIR}/harness.py", f"{GRADE_DIR}/spec.json"],
-            timeout=environment.test_timeout_s + 120,
-            max_output=4 * 1024 * 1024,
-        )
+        run = await run_verifier(sb, task, patch, max_output=4 * 1024 * 1024)
+    if run.rejected:
+        why = "; ".join(run.rejected)
+        return SWEGrade.unresolved(f"test_infrastructure_changed: {why}")
+    assert run.result is not None
+    r = run.result
     output = r.stdout + (f"\n[stderr]\n{r.stderr}" if r.stderr.strip() else "")
     log = output[-LOG_CHARS:]
     if r.exit_code == EXIT_APPLY_FAILED or APPLY_FAILED in r.stdout:

@@ -37,7 +37,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 import arborl.envs  # noqa: F401 - registers the arborl/* env ids
 from arborl.envs import SandboxEnv, aclose, arelease, on_envs
 from arborl.sandboxes import PoolConfig, SandboxError, SandboxPool, make_backend
-from arborl.tasks import Suite, Task, get_suite
+from arborl.tasks import CodeTask, Suite, Task, get_suite
 from arborl.tasks.suites import SUITES
 from arborl.tasks.swebench import swe_parts
 from arborl.tasks.user_suites import looks_like_path, suite_from_path
@@ -47,7 +47,6 @@ from .drivers import Driver, EpisodeRecord, InfraError, make_driver
 from .grading import SWEGrade, env_score, grade_swe
 from .instance_images import with_instance_images
 from .outputs import instance_dir, write_outputs
-from .patch import RecordPatch, is_code_env
 from .predictions import PredictionsDriver, load_predictions, select_predicted
 from .store import InstanceResult, ResultStore
 from .summary import summarize
@@ -113,8 +112,7 @@ class EvalRun:
         kwargs: dict[str, Any] = dict(self.suite.env_kwargs)
         if self._sandboxed:
             kwargs["pool"] = self.pool
-        env = gymnasium.make(self.suite.env_id, **kwargs)
-        return RecordPatch(env) if is_code_env(env) else env
+        return gymnasium.make(self.suite.env_id, **kwargs)
 
     # ---- one attempt -------------------------------------------------------------------------
     async def attempt(
@@ -133,7 +131,7 @@ class EvalRun:
             patch_error = rec.final("model_patch_error")
             try:
                 spec = cast(SandboxEnv, env.unwrapped).sandbox_spec(task)
-                grade = await grade_swe(self.pool, spec, parts[0], parts[1], rec.final("model_patch"))
+                grade = await grade_swe(self.pool, spec, cast(CodeTask, task), rec.final("model_patch"))
             except SandboxError as e:
                 raise InfraError(f"grading failed: {type(e).__name__}: {e}") from e
             if patch_error and grade.error == "no_patch":

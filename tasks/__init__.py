@@ -1,7 +1,17 @@
 """arborl.tasks: what the environments are asked to do (plain data, no behaviour), and suites of it."""
 
 from .entry_points import EntryPointError, load_entry_point
-from .spec import BASE_IMAGE, CodeTask, Document, Task, ToolDecl, ToolTask, coerce_task, load_corpus
+from .spec import (
+    BASE_IMAGE,
+    VERIFIER_DIR,
+    CodeTask,
+    Document,
+    Task,
+    ToolDecl,
+    ToolTask,
+    coerce_task,
+    load_corpus,
+)
 from .suites import (
     SUITES,
     Policy,
@@ -18,6 +28,7 @@ register_builtin_suites()
 __all__ = [
     "BASE_IMAGE",
     "SUITES",
+    "VERIFIER_DIR",
     "CodeTask",
     "Document",
     "EntryPointError",

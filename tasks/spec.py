@@ -19,6 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 #: The sandbox image every built-in task uses unless it names another (kept as a string:
 #: `tasks` may not import `sandboxes`).
 BASE_IMAGE = "arborl/base:latest"
+#: Where a code task's verifier files go when it is scored: a directory of root's that the
+#: agent's commands may read but not write, under /tmp so the next reset removes it.
+VERIFIER_DIR = "/tmp/arborl-verify"
 
 
 class Task(BaseModel):
@@ -35,9 +38,15 @@ class CodeTask(Task):
 
     The repository comes as `repo_files` (relative path → text) and/or `repo_path` (a host
     directory copied in). `setup` runs once per sandbox, as root, before the snapshot every
-    episode starts from (install dependencies there). `hidden_files` are written only when
-    the verifier runs (the FAIL_TO_PASS tests the agent must not see or edit), then
-    `verify_command` decides the reward: exit code 0 is 1.0, anything else 0.0.
+    episode starts from (install dependencies there).
+
+    Scoring never trusts the episode's sandbox as the agent left it: the agent's diff is
+    taken, the sandbox is reset to the snapshot (every process of the episode killed), and
+    the diff is applied to the clean tree. Then `hidden_files` are written into the
+    repository (tests the agent must not see), `verifier_files` into `VERIFIER_DIR` (root's,
+    read-only to the agent; the diff is there as `model.patch`), and `verify_command` runs:
+    exit code 0 is 1.0, anything else 0.0. A verifier that reads its own verdict from a test
+    log (`verifier_applies_patch`, the SWE-bench harness) applies `model.patch` itself.
     """
 
     kind: Literal["code"] = "code"
@@ -55,6 +64,12 @@ class CodeTask(Task):
     hidden_files: dict[str, str] = Field(
         default_factory=dict, description="relative path → text, written just before verifying"
     )
+    verifier_files: dict[str, str] = Field(
+        default_factory=dict, description=f"file name → text, written into {VERIFIER_DIR} (root's) to verify"
+    )
+    verifier_applies_patch: bool = Field(
+        False, description=f"the verify command applies {VERIFIER_DIR}/model.patch itself"
+    )
     network: bool = Field(False, description="whether the sandbox may reach a network")
 
     @field_validator("repo_files", "hidden_files")
@@ -63,6 +78,14 @@ class CodeTask(Task):
         for path in files:
             if path.startswith("/") or ".." in Path(path).parts:
                 raise ValueError(f"repository paths must be relative and stay inside it: {path!r}")
+        return files
+
+    @field_validator("verifier_files")
+    @classmethod
+    def _plain_names(cls, files: dict[str, str]) -> dict[str, str]:
+        for name in files:
+            if "/" in name or name in ("", ".", "..", "model.patch"):
+                raise ValueError(f"verifier files are plain file names other than model.patch: {name!r}")
         return files
 
     @property

@@ -2,9 +2,12 @@
 
 The task's repository is written into a sandbox of the task's image (committed to git, so
 `git diff` is the agent's patch), then the agent works with four tools: `bash`,
-`str_replace_editor`, `run_tests`, `submit`. The reward is the verifier's: the task's
-verify command (after writing its hidden test files) exits 0 → 1.0, else 0.0; it runs at
-`submit` (terminated) or when a budget wrapper ends the episode (truncated).
+`str_replace_editor`, `run_tests`, `submit`. The reward is the verifier's, computed where the
+agent cannot reach (`verifier.py`): the agent's diff is taken, refused if it touches test
+infrastructure, and applied to the sandbox reset in place (every process of the episode
+killed, every tree restored), where the verifier runs: 1.0 when it passes, else 0.0. It runs
+at `submit` (terminated) or when a budget wrapper ends the episode (truncated); the diff is
+in the scoring step's info as `model_patch`.
 
 The state hash is a hash of the working tree (paths and contents of every file git would
 see, caches excluded), computed in the sandbox in one command: two trajectories that left
@@ -21,10 +24,13 @@ from typing import Any, ClassVar
 
 from arborl.sandboxes import SandboxSpec
 from arborl.tasks import CodeTask
+from arborl.tasks.swebench import grade, parse_log, swe_parts
+from arborl.tasks.swebench.harness import extract_test_output
 
 from ..tool_calling import ToolCallingEnv
 from ..tools import ToolBox
 from .tools import code_tools
+from .verifier import GIT_ENV, VerifierRun, capture_patch, run_verifier
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +131,7 @@ class CodeEnv(ToolCallingEnv):
         self.max_output_bytes = max_output_bytes
         self.hash_state = hash_state
         self._spec_cache: tuple[CodeTask, SandboxSpec] | None = None
+        self._start = "HEAD"  # the commit the episode started from (its diff's base)
 
     def sandbox_spec(self, task: CodeTask) -> SandboxSpec:
         if self._spec_cache is not None and self._spec_cache[0] == task:
@@ -145,6 +152,9 @@ class CodeEnv(ToolCallingEnv):
 
     async def on_reset(self, task: CodeTask) -> list[dict[str, str]]:
         self.toolbox = ToolBox(code_tools(self))
+        # Read before the agent acts, so the agent cannot choose the base of its own diff.
+        head = await self.sandbox.exec(["git", "rev-parse", "HEAD"], timeout=60, env=GIT_ENV)
+        self._start = head.stdout.strip() if head.exit_code == 0 and head.stdout.strip() else "HEAD"
         prompt = (
             f"{task.problem_statement}\n\nThe repository is at {task.workdir}. "
             f"Tests run with `{task.test_command}`."
@@ -155,24 +165,40 @@ class CodeEnv(ToolCallingEnv):
         """A budget ended the episode: score the repository as it is."""
         return await self.verify()
 
+    async def capture_patch(self) -> tuple[str | None, str | None]:
+        """(the agent's diff so far, None), or (None, why it could not be read); the
+        repository and its index are left as they are."""
+        return await capture_patch(self.sandbox, self._start)
+
     async def verify(self) -> tuple[float, dict[str, Any]]:
-        """Write the hidden test files, run the verifier; 1.0 when it exits 0."""
+        """Score the agent's diff on the sandbox reset to where the episode began.
+
+        Ends what is left of the episode in the sandbox: every process is killed and every
+        tree restored before the diff is applied (see `verifier.py`)."""
         task: CodeTask = self.task
-        if task.hidden_files:
-            await self.sandbox.upload(dict(task.hidden_files), task.workdir)
-        r = await self.sandbox.exec(task.verifier, timeout=task.verify_timeout_s, max_output=16 * 1024)
-        passed = r.exit_code == 0 and not r.timed_out
-        return (1.0 if passed else 0.0), {
-            "verifier": {
-                "passed": passed,
-                "exit_code": r.exit_code,
-                "timed_out": r.timed_out,
-                "output_tail": r.output[-2000:],
-            }
-        }
+        patch, error = await self.capture_patch()
+        if patch is None:
+            run = VerifierRun(False, error=f"the diff could not be read: {error}")
+            return 0.0, {"verifier": run.info(), "model_patch_error": error}
+        await self.sandbox.reset()
+        run = await run_verifier(self.sandbox, task, patch)
+        if run.result is not None and swe_parts(task) is not None:
+            run.passed = _swe_resolved(task, run.result.stdout)
+        return (1.0 if run.passed else 0.0), {"verifier": run.info(), "model_patch": patch}
 
     async def state_hash(self) -> str:
         if not self.hash_state or self._proxy is None:
             return ""
         r = await self.sandbox.exec(_TREE_HASH, timeout=60)
         return r.stdout[:16] if r.exit_code == 0 else ""
+
+
+def _swe_resolved(task: CodeTask, harness_output: str) -> bool:
+    """SWE-bench's verdict, read on the host from the harness's test log (never the exit code
+    of a process that shares the sandbox with the model's code)."""
+    parts = swe_parts(task)
+    assert parts is not None
+    instance, environment = parts
+    statuses = parse_log(environment.log_parser, extract_test_output(harness_output))
+    report = grade(statuses, list(instance.FAIL_TO_PASS), list(instance.PASS_TO_PASS))
+    return bool(report["status"] == "FULL")

@@ -8,11 +8,12 @@ Two ways to put the repository in the sandbox:
   the base image; the environment's files and install commands run as setup (as root).
   Portable (no image build) but without the history.
 
-Either way the verifier is SWE-bench's evaluation run in the episode's own sandbox: the
-harness, the test patch and a spec are written as hidden files when the episode is scored,
-the test patch's files are reset to the base commit, the test patch is applied, the tests
-run, and the verifier passes only when every FAIL_TO_PASS and PASS_TO_PASS test passes.
-The evaluation runner grades again in a fresh sandbox from the extracted patch.
+Either way the verifier is SWE-bench's evaluation: when the episode is scored, the agent's
+diff is applied to the reset sandbox by the harness (written with the test patch and a spec
+into the root-owned verifier directory, run with `python3 -I`), the test patch's files are
+reset to the base commit, the test patch is applied and the tests run; the env reads the log
+on the host, and the reward is 1 only when every FAIL_TO_PASS and PASS_TO_PASS test passes.
+The evaluation runner grades again in a fresh sandbox from the same diff.
 """
 
 from __future__ import annotations
@@ -24,15 +25,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..spec import BASE_IMAGE, CodeTask
+from ..spec import BASE_IMAGE, VERIFIER_DIR, CodeTask
 from .instance import DEFAULT_ENVIRONMENT, ENV_ROOT, SWEEnvironment, SWEInstance
 from .repos import RepoFiles
 from .wheels import UNPACK_WHEELS
 
 HARNESS_PATH = Path(__file__).with_name("harness.py")
 PARSERS_PATH = Path(__file__).with_name("log_parsers.py")
-#: Where the verifier's files go, relative to the repository (written only when scoring).
-HIDDEN_DIR = ".arborl"
 #: Where the portable form stages the environment's files in the repository before setup.
 STAGE_DIR = ".arborl-env"
 #: Where the portable form stages an environment's wheels before a setup step unpacks them.
@@ -83,13 +82,20 @@ def harness_spec(
 
 
 def verifier_files(instance: SWEInstance, environment: SWEEnvironment) -> dict[str, str]:
-    """The hidden files of the in-episode verifier (relative to the repository)."""
-    spec = harness_spec(instance, environment, test_patch=f"{HIDDEN_DIR}/test.patch")
-    return {
-        **{f"{HIDDEN_DIR}/{name}": text for name, text in harness_files().items()},
-        f"{HIDDEN_DIR}/test.patch": instance.test_patch,
-        f"{HIDDEN_DIR}/spec.json": json.dumps(spec, indent=1),
-    }
+    """The verifier's files (names in `VERIFIER_DIR`): the harness, the test patch, its spec.
+    The diff being scored is put beside them as `model.patch`."""
+    spec = harness_spec(
+        instance,
+        environment,
+        test_patch=f"{VERIFIER_DIR}/test.patch",
+        model_patch=f"{VERIFIER_DIR}/model.patch",
+    )
+    return {**harness_files(), "test.patch": instance.test_patch, "spec.json": json.dumps(spec, indent=1)}
+
+
+#: The command that runs the harness: isolated Python (no user site, no environment, no
+#: script or working directory on sys.path) from the directory only root writes.
+VERIFY_COMMAND = f"python3 -I {VERIFIER_DIR}/harness.py {VERIFIER_DIR}/spec.json"
 
 
 def _portable_setup(environment: SWEEnvironment, has_wheels: bool) -> tuple[str, ...]:
@@ -166,7 +172,7 @@ def to_code_task(
     setup: tuple[str, ...] = ()
     if repo_files is not None:
         names = repo_files.files if isinstance(repo_files, RepoFiles) else repo_files
-        clash = [p for p in names if p.split("/")[0] in (HIDDEN_DIR, STAGE_DIR, BIN_STAGE_DIR, WHEEL_DIR)]
+        clash = [p for p in names if p.split("/")[0] in (STAGE_DIR, BIN_STAGE_DIR, WHEEL_DIR)]
         if clash:
             raise ValueError(
                 f"{instance.instance_id}: the repository has arborl's reserved paths {clash[:3]}"
@@ -192,9 +198,10 @@ def to_code_task(
         repo_files=files,
         setup=setup,
         test_command=env.agent_test_cmd,
-        verify_command=f"python3 {HIDDEN_DIR}/harness.py {HIDDEN_DIR}/spec.json",
+        verify_command=VERIFY_COMMAND,
         verify_timeout_s=env.test_timeout_s + 60,
-        hidden_files=verifier_files(instance, env),
+        verifier_files=verifier_files(instance, env),
+        verifier_applies_patch=True,
         metadata={
             **(metadata or {}),
             "swe": {"instance": instance.model_dump(), "environment": env.model_dump()},

@@ -17,6 +17,12 @@ What it does, in the repository (the working directory), as SWE-bench's harness 
 spec.json: {"base_commit", "test_patch" (path), "model_patch" (path or null), "test_cmd",
 "test_files", "test_directives" (paths | django), "log_parser" (a `log_parsers.PARSERS` key),
 "FAIL_TO_PASS", "PASS_TO_PASS", "timeout_s"}. `log_parsers.py` must sit beside this file.
+
+It runs as the agent's user, from a directory only root writes, under `python3 -I`, after
+every process of the episode was killed. It makes itself non-dumpable so that the tests it
+starts (the model's code, the same user) can neither trace it nor read or write its memory,
+and its git ignores any configuration but the repository's own, with the commands that
+configuration could make git run (hooks, fsmonitor, external diff and pager) turned off.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ EXIT_TEST_PATCH_FAILED = 91
 try:  # imported on the host as part of the package; run in a sandbox as a script beside it
     from . import log_parsers
 except ImportError:  # pragma: no cover - the sandbox side
+    # `python3 -I` puts neither the script's directory nor the working directory on sys.path.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import log_parsers  # type: ignore[no-redef]
 
 STATUSES = log_parsers.STATUSES
@@ -119,6 +127,23 @@ def files_in_patch(test_patch: str) -> list:
     return seen
 
 
+#: No system or global git configuration, no prompts; `GIT_INERT_ARGS` switch off what the
+#: repository's own configuration could make git run.
+GIT_INERT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_PAGER": "cat",
+    "GIT_EXTERNAL_DIFF": "",
+}
+GIT_INERT_ARGS = [
+    "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.attributesFile=/dev/null",
+    "-c", "diff.external=", "-c", "core.pager=cat", "-c", "core.sshCommand=false", "-c", "protocol.allow=never",
+    "-c", "core.quotepath=off",
+]  # fmt: skip
+
+
 def _run(cmd: list, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, **kw
@@ -126,7 +151,16 @@ def _run(cmd: list, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
 
 
 def _git(*args: str) -> subprocess.CompletedProcess:
-    return _run(["git", "-c", "core.quotepath=off", *args])
+    return _run(["git", *GIT_INERT_ARGS, *args], env={**os.environ, **GIT_INERT_ENV})
+
+
+def _nondumpable() -> None:
+    """Keep processes of the same user (the tests, the model's code) out of this one."""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
 
 
 def resolve_base(base_commit: str) -> str:
@@ -152,11 +186,12 @@ def apply_patch(path: str) -> bool:
 
 
 def main(spec_path: str) -> int:
+    _nondumpable()
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     base = resolve_base(spec.get("base_commit", ""))
     model_patch = spec.get("model_patch")
-    if model_patch:
+    if model_patch and os.path.getsize(model_patch) > 0:
         if not apply_patch(model_patch):
             print(APPLY_FAILED, flush=True)
             return EXIT_APPLY_FAILED
@@ -176,7 +211,9 @@ def main(spec_path: str) -> int:
     cmd = ["bash", "-c", spec["test_cmd"] + " " + " ".join(_quote(p) for p in targets)]
     print(START_TEST_OUTPUT, flush=True)
     try:
-        log = _run(cmd, timeout=float(spec.get("timeout_s", 1800))).stdout
+        # No user site: a .pth or usercustomize in the agent's home must not run in the tests.
+        env = {**os.environ, "PYTHONNOUSERSITE": "1"}
+        log = _run(cmd, timeout=float(spec.get("timeout_s", 1800)), env=env).stdout
     except subprocess.TimeoutExpired as e:
         log = (e.output or "") if isinstance(e.output, str) else ""
         log += "\n[the tests timed out]\n"

@@ -13,7 +13,6 @@ import pytest
 import arborl.envs  # noqa: F401
 from arborl.envs import arelease, areset, astep
 from arborl.eval.grading import grade_swe
-from arborl.eval.patch import RecordPatch
 from arborl.sandboxes import PoolConfig, SandboxPool
 from arborl.tasks import CodeTask, get_suite, swe_mini
 from arborl.tasks.swebench import swe_parts, to_code_task
@@ -68,7 +67,7 @@ BREAK_WRAP = (
 @pytest.mark.parametrize("form", ["portable", "image"])
 async def test_grades_follow_swe_bench(docker_backend, swe_tasks, swe_image_tasks, form):
     task = swe_tasks[STRKIT] if form == "portable" else swe_image_tasks[STRKIT]
-    inst, env = swe_parts(task)
+    inst, _ = swe_parts(task)
     spec = gymnasium.make("arborl/Code-v0").unwrapped.sandbox_spec(task)
     cases = {
         "gold": inst.patch,
@@ -78,8 +77,8 @@ async def test_grades_follow_swe_bench(docker_backend, swe_tasks, swe_image_task
         "@@ -1,2 +1,2 @@\n-this line is not there\n+nor this one\n",
     }
     async with SandboxPool(docker_backend, PoolConfig(max_size=2)) as pool:
-        grades = {name: await grade_swe(pool, spec, inst, env, patch) for name, patch in cases.items()}
-        empty = await grade_swe(pool, spec, inst, env, "")
+        grades = {name: await grade_swe(pool, spec, task, patch) for name, patch in cases.items()}
+        empty = await grade_swe(pool, spec, task, "")
     assert grades["gold"].status == "FULL" and grades["gold"].resolved
     assert sorted(grades["gold"].FAIL_TO_PASS["success"]) == sorted(inst.FAIL_TO_PASS)
     partial = grades["partial"]
@@ -99,10 +98,10 @@ async def test_grades_follow_swe_bench(docker_backend, swe_tasks, swe_image_task
 async def test_a_dependency_installed_by_the_environment_is_there(docker_backend, swe_tasks, swe_image_tasks):
     """shopcart imports moneyfmt, which only its environment layer (or setup) installs."""
     for task in (swe_tasks["arborl-mini__shopcart-1"], swe_image_tasks["arborl-mini__shopcart-1"]):
-        inst, env = swe_parts(task)
+        inst, _ = swe_parts(task)
         spec = gymnasium.make("arborl/Code-v0").unwrapped.sandbox_spec(task)
         async with SandboxPool(docker_backend, PoolConfig(max_size=1)) as pool:
-            grade = await grade_swe(pool, spec, inst, env, inst.patch)
+            grade = await grade_swe(pool, spec, task, inst.patch)
         assert grade.status == "FULL", grade.log
 
 
@@ -140,7 +139,7 @@ async def test_the_model_patch_is_the_episodes_diff_new_files_included(docker_ba
         return f"<tool_call>\n{json.dumps({'name': name, 'arguments': args})}\n</tool_call>"
 
     async with SandboxPool(docker_backend, PoolConfig(max_size=1)) as pool:
-        env = RecordPatch(gymnasium.make("arborl/Code-v0", pool=pool))
+        env = gymnasium.make("arborl/Code-v0", pool=pool)
         await areset(env, options={"task": task})
         await astep(
             env,
@@ -160,7 +159,7 @@ async def test_the_model_patch_is_the_episodes_diff_new_files_included(docker_ba
             ),
         )
         status = (await env.unwrapped.sandbox.exec("git status --porcelain")).stdout
-        direct, error = await env.capture()
+        direct, error = await env.unwrapped.capture_patch()
         assert (
             await env.unwrapped.sandbox.exec("git status --porcelain")
         ).stdout == status  # index untouched

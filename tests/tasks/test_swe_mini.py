@@ -54,7 +54,8 @@ def test_the_suite_loads_portable_code_tasks_at_the_base_commit():
         inst, _ = swe_parts(task)
         files = swe_mini.files_at(swe_mini.clone_of(swe_mini.bundle_for(inst.repo)), inst.base_commit)
         assert {k: v for k, v in task.repo_files.items() if not k.startswith(".arborl-env/")} == files
-        assert task.verify_command.startswith("python3 .arborl/harness.py")
+        assert task.verify_command.startswith("python3 -I /tmp/arborl-verify/harness.py")
+        assert task.verifier_applies_patch and not task.hidden_files
     shop = next(t for t in tasks if "shopcart" in t.id)
     assert ".arborl-env/site/moneyfmt/__init__.py" in shop.repo_files  # its dependency, installed by setup
 

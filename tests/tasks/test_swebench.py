@@ -162,14 +162,15 @@ def test_conversion_to_a_code_task_in_both_forms():
     portable = to_code_task(inst, env, repo_files={"w.py": "x = 1\n"}, metadata={"suite": "s"})
     assert isinstance(portable, CodeTask) and portable.id == inst.instance_id
     assert portable.repo_files == {"w.py": "x = 1\n", ".arborl-env/site/dep.py": "X = 1\n"}
-    assert "echo hi" in portable.setup[-1] and set(portable.hidden_files) == {
-        ".arborl/harness.py",
-        ".arborl/log_parsers.py",
-        ".arborl/test.patch",
-        ".arborl/spec.json",
+    assert "echo hi" in portable.setup[-1] and set(portable.verifier_files) == {
+        "harness.py",
+        "log_parsers.py",
+        "test.patch",
+        "spec.json",
     }
-    spec = json.loads(portable.hidden_files[".arborl/spec.json"])
-    assert spec["FAIL_TO_PASS"] == ["tests/test_a.py::test_x"] and spec["model_patch"] is None
+    spec = json.loads(portable.verifier_files["spec.json"])
+    assert spec["FAIL_TO_PASS"] == ["tests/test_a.py::test_x"]
+    assert spec["model_patch"] == "/tmp/arborl-verify/model.patch" and portable.verifier_applies_patch
     assert swe_parts(portable) == (inst, env) and portable.metadata["suite"] == "s"
     imaged = to_code_task(inst, env, image="arborl/swe:abc")
     assert imaged.image == "arborl/swe:abc" and imaged.repo_files == {} and imaged.setup == ()
@@ -177,7 +178,7 @@ def test_conversion_to_a_code_task_in_both_forms():
     with pytest.raises(ValueError, match="exactly one"):
         to_code_task(inst, env)
     with pytest.raises(ValueError, match="reserved"):
-        to_code_task(inst, env, repo_files={".arborl/x": ""})
+        to_code_task(inst, env, repo_files={".arborl-env/x": ""})
 
 
 def test_environment_lookup_prefers_repo_and_version():
