@@ -198,3 +198,24 @@ def test_which_addresses_are_loopback():
     assert presented_token([(b"Authorization", b"Basic YXJib3JsOmFiYw==")]) == b"abc"  # arborl:abc
     assert presented_token([(b"authorization", b"Basic !!")]) is None
     assert presented_token([(b"authorization", b"abc")]) is None and presented_token([]) is None
+
+
+@pytest.mark.slow
+def test_arborls_own_openenv_adapter_carries_the_token(tool_server):
+    """`OpenEnvEnv(base_url=...)` takes the same URL as OpenEnv's client (docs/envs.md)."""
+    from arborl.envs.openenv_client import OpenEnvEnv, OpenEnvTask
+
+    env = OpenEnvEnv(base_url=tool_server.url(), action_field="text")
+    try:
+        obs, _ = env.reset(options={"task": OpenEnvTask(id="t", reset={"task": "tool-mini/arith-000"})})
+        assert "What is 73 + 86?" in obs[-1]["content"]
+        obs, reward, terminated, _, _ = env.step("The answer is 159.")
+        assert reward == 1.0 and terminated
+    finally:
+        env.close()
+    refused = OpenEnvEnv(base_url=tool_server.url(token=secrets.token_urlsafe(32)), action_field="text")
+    try:
+        with pytest.raises(Exception, match="403"):
+            refused.reset()
+    finally:
+        refused.close()
