@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
@@ -43,8 +42,6 @@ from pydantic import Field
 from .openenv_access import Receive, Scope, Send, TokenGate, check_bind
 from .openenv_tasks import ServedTasks, TaskRefused
 from .spaces import observation_messages
-
-log = logging.getLogger(__name__)
 
 
 class ArborlAction(Action):
