@@ -1,29 +1,35 @@
-"""arborl's envs over OpenEnv's protocol: `arborl envs serve ID` (or `make_app` / `serve`).
+"""arborl's envs over OpenEnv's protocol: `arborl envs serve` (or `make_app` / `serve`).
 
-    arborl envs serve arborl/Tool-v0 --suite tool-mini --port 8001
+    arborl envs serve --suite tool-mini --port 8001 --token-file token
 
 Any trainer that speaks OpenEnv (its `EnvClient`, TRL's OpenEnv integration, ...) can then
 run arborl's code, tool, web and desktop envs. The server is OpenEnv's own (`create_app`
 from `openenv-core`: HTTP `/reset` `/step` `/state` `/schema` `/health` and WebSocket `/ws`
-sessions, one arborl env per session); this module only wraps a registered arborl env as an
-OpenEnv `Environment`:
+sessions, one arborl env per session); this module wraps a registered arborl env as an
+OpenEnv `Environment` and guards it:
 
 - action `{"text": "<the model's reply>"}` (arborl envs take the reply as text);
 - observation `{"messages": [...], "info": {...}, "truncated": bool}` plus OpenEnv's
   `reward` and `done` (terminated or truncated): the chat messages the step added, the
   step's `info` as JSON (screenshots are not sent);
-- reset takes `seed` and `task`: a task id of the served suite, a task as JSON (what the
-  env's `reset(options={"task": ...})` accepts), or nothing (the suite's first task, else
-  the env's default);
+- reset takes `task`, a task id of the served suite (nothing: its first task, or the env's
+  default without a suite), `seed` and `episode_id`, and nothing else: a task is code, so
+  clients name tasks and never send them (`openenv_tasks.py`);
+- every request but `/health` carries the server's token, and the server listens beyond
+  loopback only when asked (`openenv_access.py`);
 - state `{"episode_id", "step_count", "task_id", "active"}`;
 - `env_kwargs` go to `gymnasium.make`; a `backend` given by name (`"local"`, `"docker"`) or
-  config mapping becomes one sandbox backend shared by the server's sessions.
+  config mapping becomes one sandbox backend shared by the server's sessions;
+- `serve` stops on SIGTERM as on SIGINT: sessions closed, every sandbox it made removed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -33,6 +39,8 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import Field
 
+from .openenv_access import Receive, Scope, Send, TokenGate, check_bind
+from .openenv_tasks import ServedTasks, TaskRefused
 from .spaces import observation_messages
 
 
@@ -68,13 +76,17 @@ def _jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=lambda o: f"<{type(o).__name__}>"))
 
 
+#: Every env a server made and has not closed: what a shutdown closes if a session did not.
+_LIVE: weakref.WeakSet[ArborlOpenEnv] = weakref.WeakSet()
+
+
 class ArborlOpenEnv(Environment):
     """A registered arborl env as an OpenEnv `Environment` (one per session)."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(
-        self, env_id: str, env_kwargs: Mapping[str, Any] | None = None, suite: str | None = None
+        self, env_id: str, env_kwargs: Mapping[str, Any] | None = None, tasks: ServedTasks | None = None
     ) -> None:
         super().__init__()
         import arborl.envs  # noqa: F401 - registers the built-in envs
@@ -84,27 +96,19 @@ class ArborlOpenEnv(Environment):
         if isinstance(kwargs.get("backend"), str | Mapping):  # "local", {"type": "docker", ...}
             kwargs["backend"] = _backend(kwargs["backend"])
         self.env = gymnasium.make(env_id, **kwargs)
-        self.suite = None
-        if suite is not None:
-            from arborl.tasks import get_suite
-
-            self.suite = get_suite(suite)
+        self.tasks = tasks or ServedTasks()
         self._state = State(episode_id=None, step_count=0)
-
-    def _task(self, task: Any) -> Any:
-        if isinstance(task, str):
-            if self.suite is None:
-                raise ValueError(f"task {task!r} is an id, but this server serves no suite (--suite)")
-            return self.suite.task(task)
-        if task is None and self.suite is not None:
-            return self.suite.tasks()[0]
-        return task
+        self._closed = False
+        _LIVE.add(self)
 
     def reset(
-        self, seed: int | None = None, episode_id: str | None = None, task: Any = None, **kwargs: Any
+        self, seed: Any = None, episode_id: Any = None, task: Any = None, **kwargs: Any
     ) -> ArborlObservation:
-        task = self._task(task)
-        obs, info = self.env.reset(seed=seed, options={"task": task} if task is not None else None)
+        """`task`: a task id of the served suite; anything else a client sends is refused
+        (OpenEnv passes every field of the request here, so unknown ones arrive in kwargs)."""
+        self.tasks.check_reset(seed, episode_id, kwargs)
+        picked = self.tasks.pick(task)
+        obs, info = self.env.reset(seed=seed, options={"task": picked} if picked is not None else None)
         self._state = State(
             episode_id=episode_id or uuid.uuid4().hex, step_count=0, task_id=info.get("task_id", "")
         )
@@ -134,34 +138,107 @@ class ArborlOpenEnv(Environment):
         return EnvironmentMetadata(name=self.env_id, description=doc[0] if doc else self.env_id, version="0")
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        _LIVE.discard(self)
         self.env.close()
+
+
+class QuietDisconnect:
+    """ASGI middleware: closing a WebSocket its client already closed is no error.
+
+    OpenEnv's `/ws` handler closes the socket on its way out of every session; when the client
+    left first (the normal end of a session) uvicorn raises `ClientDisconnected`, which Starlette
+    turns into an "Exception in ASGI application" traceback per disconnect.
+    """
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Any]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_quietly(message: Any) -> None:
+            try:
+                await send(message)
+            except OSError:  # uvicorn's ClientDisconnected
+                if message.get("type") != "websocket.close":
+                    raise
+
+        await self.app(scope, receive, send_quietly)
+
+
+async def _refused(request: Any, exc: Exception) -> Any:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"detail": str(exc)}, status_code=400)
 
 
 def make_app(
     env_id: str,
     *,
-    suite: str | None = None,
+    token: str,
+    tasks: ServedTasks | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     max_sessions: int = 4,
 ) -> Any:
-    """OpenEnv's FastAPI app serving `env_id` (each WebSocket session gets its own env)."""
-    factory: Callable[[], ArborlOpenEnv] = lambda: ArborlOpenEnv(env_id, env_kwargs, suite)  # noqa: E731
-    return create_app(
+    """OpenEnv's FastAPI app serving `env_id` (each WebSocket session gets its own env), open
+    only to requests that carry `token`; clients pick tasks of `tasks` by id."""
+    tasks = tasks or ServedTasks()
+    factory: Callable[[], ArborlOpenEnv] = lambda: ArborlOpenEnv(env_id, env_kwargs, tasks)  # noqa: E731
+    app = create_app(
         factory, ArborlAction, ArborlObservation, env_name=env_id, max_concurrent_envs=max_sessions
     )
+    app.add_exception_handler(TaskRefused, _refused)  # HTTP /reset: 400 with the reason, not a 500
+    app.add_middleware(QuietDisconnect)
+    app.add_middleware(TokenGate, token=token)  # added last: the outermost, before any route
+    return app
+
+
+def close_everything() -> None:
+    """Close the envs still open and remove every sandbox this process made (its pools)."""
+    from .runtime import get_runtime
+
+    for env in list(_LIVE):
+        with contextlib.suppress(Exception):
+            env.close()
+    get_runtime().shutdown()
+
+
+async def _close_at_shutdown() -> None:
+    await asyncio.to_thread(close_everything)
 
 
 def serve(
     env_id: str,
     *,
+    token: str,
     host: str = "127.0.0.1",
     port: int = 8000,
-    suite: str | None = None,
+    tasks: ServedTasks | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     max_sessions: int = 4,
+    allow_remote: bool = False,
 ) -> None:
-    """Serve `env_id` over OpenEnv's protocol until interrupted."""
+    """Serve `env_id` over OpenEnv's protocol until SIGINT or SIGTERM; then close every
+    session and remove every sandbox the server made.
+
+    Raises `AccessError` for a `host` beyond loopback unless `allow_remote`.
+    """
     import uvicorn
 
-    app = make_app(env_id, suite=suite, env_kwargs=env_kwargs, max_sessions=max_sessions)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    check_bind(host, allow_remote)
+    app = make_app(env_id, token=token, tasks=tasks, env_kwargs=env_kwargs, max_sessions=max_sessions)
+    # uvicorn answers SIGTERM like SIGINT (a graceful shutdown), then raises the signal again.
+    # SIGINT ends as KeyboardInterrupt, so exit hooks run; SIGTERM's default action kills the
+    # process at once, past every exit hook. So the cleanup runs at application shutdown,
+    # after uvicorn has closed the sessions, and once more here for the other ways out.
+    app.router.on_shutdown.append(_close_at_shutdown)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        close_everything()

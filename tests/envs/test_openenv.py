@@ -1,6 +1,7 @@
 """OpenEnv both ways, through docs/envs.md's worked examples run as written: an OpenEnv server
 (OpenEnv's own `openenv init` echo template) driven as an arborl env, and an arborl env served
-by `arborl envs serve` driven by OpenEnv's `GenericEnvClient`. Everything on 127.0.0.1."""
+by `arborl envs serve` driven by OpenEnv's `GenericEnvClient` (with the server's token).
+Everything on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -184,15 +185,12 @@ def test_an_openenv_docker_image_as_an_arborl_env(tmp_path, docker_backend):
 def test_serve_the_miniwob_env_over_openenv(tmp_path, web_chromium, local_backend):
     """A web env over OpenEnv: a MiniWoB page solved through the client, scored by the page."""
     from openenv.core.generic_client import GenericEnvClient
+    from served import Served
 
-    script = (
-        "arborl envs serve arborl/MiniWoB-v0 --suite web-miniwob --port 18733 "
-        """--env-kwargs '{"backend": "local"}'"""
-    )
-    server = Server(script, tmp_path)
+    server = Served(["--suite", "web-miniwob", "--env-kwargs", '{"backend": "local"}'], tmp_path)
     try:
         server.wait()
-        with GenericEnvClient(base_url="http://127.0.0.1:18733").sync() as env:
+        with GenericEnvClient(base_url=server.url()).sync() as env:
             first = env.reset(task="miniwob/click-test-s0")
             page = first.observation["messages"][-1]["content"]
             assert page.startswith("Task: Click the button.")
