@@ -79,7 +79,7 @@ def resolve_suite(cfg: EvalConfig) -> Suite:
 
 
 class EnvironmentBroken(RuntimeError):
-    """The task's environment, not the agent, failed (stored as `env_error`, never scored)."""
+    """The task's environment, not the agent, failed (stored as `env_error`: unresolved, retried on resume)."""
 
 
 def select_tasks(suite: Suite, cfg: EvalConfig) -> list[Task]:
