@@ -93,6 +93,8 @@ def test_a_crash_the_agent_caused_is_a_failure_and_is_never_retried(tmp_path):
     md = (outcome.run_dir / "report.md").read_text()
     assert "| 4 | 4 | 2/4 (50.0%) |" in md and "| 2: 1 agent crash, 1 infrastructure error |" in md
     assert "| agent_crash | 0 | no | 1 | " in md  # the instance row: status, score, success, turns
+    shown = subprocess.run([*CMD, "eval-report", str(outcome.run_dir)], capture_output=True, text=True)
+    assert f"r: {headline}" in shown.stdout, shown.stdout + shown.stderr  # eval-report: each run's headline
     again = asyncio.run(run_eval(cfg, console=Console(quiet=True)))
     assert (again.skipped, again.ran) == (3, 1) and STEPS[AGENT_CRASH] == 1 and STEPS[INFRA_CRASH] == 6
 
