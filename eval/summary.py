@@ -146,7 +146,8 @@ def summarize(results: Sequence[InstanceResult], ks: Sequence[int] = (1,)) -> di
         "wall_s_p90": _percentile(wall, 0.9),
         "statuses": dict(Counter(r.status for r in results)),
         "grades": dict(Counter(r.grade for r in final if r.grade)),
-        "grade_errors": dict(Counter(e for r in final if (e := grade_error(r)))),
+        # the error's kind: "no_patch: <why the patch could not be read>" counts as no_patch
+        "grade_errors": dict(Counter(e.split(":")[0] for r in final if (e := grade_error(r)))),
         "errors": sum(r.status != "done" for r in final),
         "infra_errors": by_kind["infrastructure"],
         "env_errors": by_kind["environment"],
