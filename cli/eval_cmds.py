@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import OmegaConf
 from rich.console import Console
@@ -13,9 +14,13 @@ from rich.table import Table
 
 from .config import load_config, section
 
+if TYPE_CHECKING:
+    from arborl.eval.runner import EvalOutcome
+
 console = Console(soft_wrap=True)  # long lines stay whole in logs and pipes
 #: Sections of the root config that are not the eval's own (where sandboxes run, the demo).
 _SHARED = ("sandbox", "pool", "image", "demo")
+MAX_HUNKS_SHOWN, HUNK_LINES_SHOWN = 5, 8
 
 
 def _list_suites() -> int:
@@ -102,20 +107,39 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except (SuiteError, RunMismatch, ValueError, FileNotFoundError) as e:
         console.print(f"[red]{type(e).__name__}: {e}[/red]")
         return 2
+    _print_outcome(outcome, f"{ecfg.suite} · {ecfg.agent}")
+    return 0
+
+
+def _print_outcome(outcome: EvalOutcome, title: str) -> None:
+    """The headline over every sample, what else was measured, the grades, and each patch
+    that did not apply with its first failing hunk."""
+    from arborl.eval.report import error_cell
+    from arborl.eval.store import read_results
+    from arborl.eval.summary import grade_error
+
     s = outcome.summary
     pk = ", ".join(f"pass@{k} {v:.1%}" for k, v in s["pass_at_k"].items() if v is not None)
+    console.print(f"[bold]{title}[/bold]: [bold]{s['headline']}[/bold]")
     console.print(
-        f"[bold]{ecfg.suite} · {ecfg.agent}[/bold]: resolved {s['resolved']}/{s['samples']} "
-        f"([bold]{s['resolved_rate']:.1%}[/bold]); {pk}; turns {s['turns_mean']:.2f}; "
-        f"tool error rate {s['tool_error_rate']:.1%}; failed {s['errors']}, infra errors {s['infra_errors']}, "
-        f"environment errors {s.get('env_errors', 0)}; "
-        f"ran {outcome.ran}, skipped {outcome.skipped} finished"
+        f"{pk}; turns {s['turns_mean']:.2f}; tool error rate {s['tool_error_rate']:.1%}; "
+        f"retried {s['retried']}; ran {outcome.ran}, skipped {outcome.skipped} finished"
     )
     if s["grades"]:
-        console.print("grades: " + ", ".join(f"{g} {n}" for g, n in sorted(s["grades"].items())))
+        why = ", ".join(f"{e} {n}" for e, n in sorted(s["grade_errors"].items()))
+        grades = ", ".join(f"{g} {n}" for g, n in sorted(s["grades"].items()))
+        console.print(f"grades: {grades}" + (f" ({why})" if why else ""))
+    if s["patch_apply_failures"]:
+        failed = [r for r in read_results(outcome.run_dir)[1] if grade_error(r) == "patch_apply_failed"]
+        for r in failed[:MAX_HUNKS_SHOWN]:
+            first, _, hunk = error_cell(r).partition("\n")
+            console.print(f"  {r.instance_id}#{r.sample}: {first}", markup=False, highlight=False)
+            for line in hunk.splitlines()[:HUNK_LINES_SHOWN]:
+                console.print(f"      {line}", markup=False, highlight=False)
+        if len(failed) > MAX_HUNKS_SHOWN:
+            console.print(f"  ... and {len(failed) - MAX_HUNKS_SHOWN} more (report.md, error column)")
     if outcome.report:
         console.print(f"report: {outcome.report} (+ report.html)")
-    return 0
 
 
 def cmd_eval_report(args: argparse.Namespace) -> int:
@@ -126,6 +150,13 @@ def cmd_eval_report(args: argparse.Namespace) -> int:
     except FileNotFoundError as e:
         console.print(f"[red]{e}[/red]")
         return 2
+    from arborl.eval.store import read_results
+    from arborl.eval.summary import summarize
+
+    for run in args.runs:  # each run's headline, as its own `arborl eval` printed it
+        info, results = read_results(run)
+        headline = summarize(results, info.get("config", {}).get("pass_k", [1]))["headline"]
+        console.print(f"[bold]{Path(run).name}[/bold]: {headline}")
     console.print(f"wrote {md} and {page}")
     return 0
 

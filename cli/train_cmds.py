@@ -12,7 +12,7 @@ from rich.console import Console
 
 from .config import load_config, section
 
-console = Console()
+console = Console(soft_wrap=True)  # long lines (paths) stay whole in logs and pipes
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -20,7 +20,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from arborl.sandboxes import PoolConfig
     from arborl.trainer.config import TrainConfig
     from arborl.trainer.loop import RunDirError, Trainer
-    from arborl.trainer.report import write_report
+    from arborl.trainer.metrics_log import read_metrics
+    from arborl.trainer.report import headline_lines, write_report
 
     cfg = load_config(args.overrides, name="train")
     keys = [k for k in cfg if k not in ("sandbox", "pool", "image", "demo")]
@@ -37,9 +38,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         console.print(f"[red]{e}[/red]")
         return 2
     png, page = write_report([train.run.dir])
-    first, last = summary["initial_success"], summary["final_success"]
-    if first is not None and last is not None:
-        console.print(f"held-out success: [bold]{first:.0%} → {last:.0%}[/bold]")
+    for line in headline_lines(read_metrics(train.run.dir), summary):  # RL's own before → after last
+        console.print(f"[bold]{line}[/bold]" if line.startswith("RL") else line)
     console.print(f"report: {page} ({png})")
     return 0
 

@@ -9,7 +9,9 @@
 - `grading`  SWE-bench semantics (FULL / PARTIAL / NO) in a fresh sandbox, through the code
              env's verifier (the model patch comes from the episode's scoring step); env verdicts
 - `instance_images`  SWE instance images built on Docker
-- `summary`  resolved rate, pass@k (Chen et al. 2021), turns, tokens, tool errors, wall time
+- `summary`  resolved rate over every sample (errors unresolved, broken out by kind), pass@k
+             (Chen et al. 2021), turns, tokens, tool errors, wall time
+- `hunks`    the first hunk of a model patch that did not apply, from the harness log
 - `store`    SQLite results keyed by (run, instance, sample); `outputs` per-instance files
 - `report`   Markdown + HTML with matplotlib plots, one run or several compared
 

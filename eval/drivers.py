@@ -2,7 +2,10 @@
 
 Both return an `EpisodeRecord`, or raise `InfraError` when the sandbox layer failed (the
 runner retries those); anything the policy or model does wrong is recorded in the episode
-(`error`), never retried.
+(`error`), never retried. A sandbox that dies mid-episode is told apart by the env's step
+info: `sandbox_error` (why) and `sandbox_fault`: `"agent"` when the agent's own actions
+killed it (memory, disk, processes, its server: a result, `agent_crash`), `"infra"` or
+absent when the agent could not have caused it (an infrastructure error, retried).
 
 - `PolicyDriver` ("gold" / "empty"): `(messages, info) -> reply` from the suite's factory.
 - `ModelDriver` ("model"): `arborl.agents.Agent` over an inference engine and its tokenizer,
@@ -38,6 +41,17 @@ class InfraError(RuntimeError):
 PERMANENT = (SandboxUnavailable, ImageBuildError)
 
 
+#: `info["sandbox_fault"]` when the agent's actions made its sandbox fail; any other value, or
+#: none (envs from before the key, failures the env cannot attribute), is the infrastructure's.
+AGENT_FAULT = "agent"
+
+
+@dataclass(frozen=True)
+class SandboxFailure:
+    why: str
+    by_agent: bool
+
+
 @dataclass
 class EpisodeRecord:
     messages: list[dict[str, Any]]
@@ -56,6 +70,13 @@ class EpisodeRecord:
     def turns(self) -> int:
         return sum(m.get("role") == "assistant" for m in self.messages)
 
+    def sandbox_failure(self) -> SandboxFailure | None:
+        """How the episode's sandbox failed mid-episode, if it did (the last step that says so)."""
+        for info in reversed(self.infos):
+            if info.get("sandbox_error"):
+                return SandboxFailure(str(info["sandbox_error"]), info.get("sandbox_fault") == AGENT_FAULT)
+        return None
+
     def final(self, key: str) -> Any:
         """The last value of `key` in the step infos (e.g. the verifier's, the model patch)."""
         for info in reversed(self.infos):
@@ -65,10 +86,11 @@ class EpisodeRecord:
 
 
 def check_infra(record: EpisodeRecord) -> EpisodeRecord:
-    """Raise InfraError if the episode ended because its sandbox failed."""
-    why = record.final("sandbox_error")
-    if why:
-        raise InfraError(f"the sandbox failed mid-episode: {why}")
+    """Raise InfraError if the episode ended because its sandbox failed, unless the agent made
+    it fail: that episode is returned, to be counted as the agent's failure (`agent_crash`)."""
+    failure = record.sandbox_failure()
+    if failure is not None and not failure.by_agent:
+        raise InfraError(f"the sandbox failed mid-episode: {failure.why}")
     return record
 
 

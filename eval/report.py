@@ -3,6 +3,11 @@
     arborl eval-report runs/eval/swe-mini-gold                       # -> that directory
     arborl eval-report runs/eval/tool-mini-model runs/eval/tool-mini-gold --out cmp
 
+Tables: the headline of each run (resolved over every sample, errors counted as unresolved),
+why samples are unresolved, by kind (failed, patch-apply failure, agent crash, timeout,
+harness, infrastructure, environment error), SWE grades, and every instance with why it is
+unresolved (an error's first line; a patch that does not apply: its first failing hunk).
+
 Plots: resolved rate per suite and run (`success.png`), turns per episode (`turns.png`),
 and with two or more runs, the first two compared instance by instance (`compare.png`:
 solved by both / only one / neither, and wall time per instance).
@@ -16,8 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .hunks import FailingHunk
 from .store import FINAL, InstanceResult, read_results
-from .summary import summarize
+from .summary import UNRESOLVED_KINDS, count_phrase, grade_error, summarize
 
 MAX_INSTANCE_ROWS = 300
 
@@ -32,8 +38,9 @@ class _Run:
         self.final = [r for r in self.results if r.status in FINAL]
 
     def by_instance(self) -> dict[str, list[InstanceResult]]:
+        """Every result of each instance (an errored sample is an unsolved one)."""
         out: dict[str, list[InstanceResult]] = {}
-        for r in self.final:
+        for r in self.results:
             out.setdefault(r.instance_id, []).append(r)
         return out
 
@@ -135,7 +142,7 @@ def _tables(runs: list[_Run]) -> list[tuple[str, list[str], list[list[str]]]]:
         "tokens (prompt/resp.)",
         "tool error rate",
         "wall s p50 / p90",
-        "failed / infra",
+        "unresolved",
     ]
     rows = []
     for run in runs:
@@ -155,10 +162,14 @@ def _tables(runs: list[_Run]) -> list[tuple[str, list[str], list[list[str]]]]:
                 f"{approx}{s['prompt_tokens_mean']:.0f} / {approx}{s['response_tokens_mean']:.0f}",
                 f"{s['tool_error_rate']:.1%}",
                 f"{s['wall_s_p50']:.2f} / {s['wall_s_p90']:.2f}",
-                f"{s['errors']} / {s['infra_errors']}",
+                f"{s['unresolved']}: {count_phrase(s['unresolved_by_kind'])}" if s["unresolved"] else "0",
             ]
         )
     tables = [("Summary", head, rows)]
+    kinds = [
+        [run.label, *(str(run.summary["unresolved_by_kind"][k]) for k in UNRESOLVED_KINDS)] for run in runs
+    ]
+    tables.append(("Unresolved, by kind", ["run", *(many for _, many in UNRESOLVED_KINDS.values())], kinds))
     grades = [
         [
             run.label,
@@ -181,7 +192,7 @@ def _tables(runs: list[_Run]) -> list[tuple[str, list[str], list[list[str]]]]:
                 str(r.turns),
                 f"{r.wall_s:.2f}",
                 str(r.attempts),
-                (r.error or "").split("\n")[0][:80],
+                error_cell(r),
             ]
             for r in run.results[:MAX_INSTANCE_ROWS]
         ]
@@ -205,14 +216,42 @@ def _tables(runs: list[_Run]) -> list[tuple[str, list[str], list[list[str]]]]:
     return tables
 
 
+def error_cell(r: InstanceResult) -> str:
+    """Why a sample is unresolved: its grade's error (a patch that did not apply: where) and
+    its own error's first line; a failing hunk follows on the next lines (the HTML page)."""
+    why, hunk = grade_error(r), r.details.get("first_failing_hunk")
+    parts = []
+    if why == "patch_apply_failed":
+        where = FailingHunk(**hunk).summary() if hunk else ""
+        parts.append("patch did not apply" + (f": {where}" if where else ""))
+    elif why:
+        parts.append(f"grade: {why}")
+    if r.error:
+        parts.append(r.error.split("\n")[0][:200])
+    text = "; ".join(parts)
+    return text + (f"\n{hunk['text']}" if why == "patch_apply_failed" and hunk and hunk["text"] else "")
+
+
 def _markdown(tables: list[tuple[str, list[str], list[list[str]]]], images: list[Path]) -> str:
     out = ["# arborl evaluation report", ""]
     for title, head, rows in tables:
         out += [f"## {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+        out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
         out.append("")
     out += [f"![{p.stem}]({p.name})" for p in images]
     return "\n".join(out) + "\n"
+
+
+def _md_cell(cell: str) -> str:
+    """A table cell is one line: the first (the rest, a hunk, is in the HTML page)."""
+    return cell.split("\n")[0].replace("|", "\\|")
+
+
+def _html_cell(cell: str) -> str:
+    first, _, rest = cell.partition("\n")
+    if not rest:
+        return html.escape(first)
+    return f"<details><summary>{html.escape(first)}</summary><pre>{html.escape(rest)}</pre></details>"
 
 
 def _html(tables: list[tuple[str, list[str], list[list[str]]]], images: list[Path]) -> str:
@@ -231,7 +270,7 @@ def _html(tables: list[tuple[str, list[str], list[list[str]]]], images: list[Pat
             + "".join(f"<th>{html.escape(h)}</th>" for h in head)
             + "</tr>"
         )
-        parts += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows]
+        parts += ["<tr>" + "".join(f"<td>{_html_cell(c)}</td>" for c in row) + "</tr>" for row in rows]
         parts.append("</table>")
     return "\n".join(parts) + "\n"
 

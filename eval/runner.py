@@ -10,10 +10,12 @@ How a run goes:
 3. `concurrency` workers, each with its own env over one `SandboxPool`, take the next item;
    an attempt is the episode (`drivers`) plus grading (`grading`), under a wall-clock limit;
 4. an infrastructure failure (a sandbox error: the pool, the container, the engine) retries
-   the attempt on a fresh env, up to `retries` times; what the agent does is never retried;
-   an unexpected error in one instance is recorded and never stops the others;
+   the attempt on a fresh env, up to `retries` times; what the agent does is never retried,
+   a sandbox its own actions killed included (`agent_crash`, a failure); an unexpected error
+   in one instance is recorded and never stops the others;
 5. every result is committed to the store when it is known, and the instance's transcript,
-   patch and logs written (`outputs`); at the end: `summary.json` and the report.
+   patch and logs written (`outputs`); at the end: `summary.json` and the report, whose
+   rates count every sample, errors as unresolved (`summary`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import logging
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,13 +48,15 @@ from arborl.tasks.user_suites import looks_like_path, suite_from_path
 from .config import EvalConfig
 from .drivers import Driver, EpisodeRecord, InfraError, make_driver
 from .grading import SWEGrade, env_score, grade_swe
+from .hunks import first_failing_hunk
 from .instance_images import with_instance_images
 from .outputs import instance_dir, write_outputs
 from .predictions import PredictionsDriver, load_predictions, select_predicted
 from .store import InstanceResult, ResultStore
-from .summary import summarize
+from .summary import count_phrase, summarize, unresolved_kind
 
 log = logging.getLogger(__name__)
+APPLY = "patch_apply_failed"  # the grade's error for a model patch that applies neither way
 
 
 @dataclass
@@ -73,7 +78,7 @@ def resolve_suite(cfg: EvalConfig) -> Suite:
 
 
 class EnvironmentBroken(RuntimeError):
-    """The task's environment, not the agent, failed (stored as `env_error`, never scored)."""
+    """The task's environment, not the agent, failed (stored as `env_error`: unresolved, retried on resume)."""
 
 
 def select_tasks(suite: Suite, cfg: EvalConfig) -> list[Task]:
@@ -126,24 +131,14 @@ class EvalRun:
         if setup_error:
             raise EnvironmentBroken(f"a setup step failed: {setup_error}")
         grade: SWEGrade | None = None
-        parts = swe_parts(task)
-        if parts is not None:
-            patch_error = rec.final("model_patch_error")
-            try:
-                spec = cast(SandboxEnv, env.unwrapped).sandbox_spec(task)
-                grade = await grade_swe(self.pool, spec, cast(CodeTask, task), rec.final("model_patch"))
-            except SandboxError as e:
-                raise InfraError(f"grading failed: {type(e).__name__}: {e}") from e
-            if patch_error and grade.error == "no_patch":
-                grade = grade.model_copy(update={"error": f"no_patch: {patch_error}"})
-            if self.cfg.agent == "gold" and not grade.resolved:
-                # The reference fix does not resolve here: the environment (dependencies, test
-                # command, layout) is broken, and every agent would be graded NO for it.
-                why = grade.error or f"{grade.status}; failing: " + ", ".join(
-                    (grade.FAIL_TO_PASS["failure"] + grade.PASS_TO_PASS["failure"])[:5]
-                )
-                write_outputs(self.run_dir, task.id, sample, rec, grade, None)
-                raise EnvironmentBroken(f"the gold patch does not resolve this instance ({why})")
+        crash = rec.sandbox_failure()  # the driver raised for one the agent did not cause
+        if crash is not None:  # the agent's failure: its sandbox is gone, nothing to grade
+            score, success = 0.0, False
+            rec.error = f"the agent's actions made its sandbox fail: {crash.why}" + (
+                f" ({rec.error})" if rec.error else ""
+            )
+        elif swe_parts(task) is not None:
+            grade = await self._grade(env, cast(CodeTask, task), sample, rec)
             score, success = float(grade.resolved), grade.resolved
         else:
             score, success = env_score(rec.rewards)
@@ -162,13 +157,16 @@ class EvalRun:
         }
         if grade is not None:
             details["grade"] = grade.model_dump(exclude={"log"})
+            hunk = first_failing_hunk(grade.log, rec.final("model_patch")) if grade.error == APPLY else None
+            if hunk is not None:
+                details["first_failing_hunk"] = hunk.as_dict()
         result = InstanceResult(
             instance_id=task.id,
             sample=sample,
-            status="done",
+            status="agent_crash" if crash else "done",
             success=success,
             score=score,
-            grade=grade.status if grade else "",
+            grade=grade.status if grade else ("NO" if crash and swe_parts(task) is not None else ""),
             turns=rec.turns,
             prompt_tokens=rec.prompt_tokens,
             response_tokens=rec.response_tokens,
@@ -180,6 +178,30 @@ class EvalRun:
             details=details,
         )
         return result, rec, grade
+
+    async def _grade(self, env: gymnasium.Env, task: CodeTask, sample: int, rec: EpisodeRecord) -> SWEGrade:
+        """The SWE-bench grade of the episode's patch; raises EnvironmentBroken when the gold
+        patch does not resolve."""
+        patch_error = rec.final("model_patch_error")
+        try:
+            spec = cast(SandboxEnv, env.unwrapped).sandbox_spec(task)
+            grade = await grade_swe(self.pool, spec, task, rec.final("model_patch"))
+        except SandboxError as e:
+            if e.fault != "agent":
+                raise InfraError(f"grading failed: {type(e).__name__}: {e}") from e
+            # The grading sandbox ran the patch's code, and that code made it fail.
+            grade = SWEGrade.unresolved(f"tests_crashed_sandbox: {e}", patch_applied=True)
+        if patch_error and grade.error == "no_patch":
+            grade = grade.model_copy(update={"error": f"no_patch: {patch_error}"})
+        if self.cfg.agent == "gold" and not grade.resolved:
+            # The reference fix does not resolve here: the environment (dependencies, test
+            # command, layout) is broken, and every agent would be graded NO for it.
+            why = grade.error or f"{grade.status}; failing: " + ", ".join(
+                (grade.FAIL_TO_PASS["failure"] + grade.PASS_TO_PASS["failure"])[:5]
+            )
+            write_outputs(self.run_dir, task.id, sample, rec, grade, None)
+            raise EnvironmentBroken(f"the gold patch does not resolve this instance ({why})")
+        return grade
 
     async def run_item(self, worker: dict[str, gymnasium.Env], task: Task, sample: int) -> InstanceResult:
         """All attempts of one (task, sample); never raises (but for cancellation)."""
@@ -279,23 +301,22 @@ class EvalRun:
             if self.predictions is not None
             else make_driver(cfg.agent, self.suite, cfg.model, self.max_turns)
         )
-        resolved = 0
+        tally: Counter[str | None] = Counter()
         columns = (
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("resolved {task.fields[resolved]}"),
+            TextColumn("{task.fields[tally]}"),
             TimeElapsedColumn(),
         )
         with Progress(*columns, console=self.console, transient=False) as progress:
-            bar = progress.add_task(f"{cfg.suite} · {cfg.agent}", total=len(work), resolved=0)
+            bar = progress.add_task(f"{cfg.suite} · {cfg.agent}", total=len(work), tally="resolved 0")
 
             async def run(slot: dict[str, gymnasium.Env], _: int, item: tuple[Task, int]) -> None:
-                nonlocal resolved
                 result = await self.run_item(slot, *item)
                 store.put(result)
-                resolved += result.success
-                progress.update(bar, advance=1, resolved=resolved)
+                tally[unresolved_kind(result)] += 1
+                progress.update(bar, advance=1, tally=_tally(tally))
 
             slots: list[dict[str, gymnasium.Env]] = []  # an env each; run_item replaces a broken one
             try:
@@ -313,6 +334,12 @@ class EvalRun:
             built = await with_instance_images(unique, self.pool.backend, self.cfg.swe.repos_dir)
         by_id = {t.id: t for t in built}
         return [(by_id[t.id], s) for t, s in work]
+
+
+def _tally(counts: Counter[str | None]) -> str:
+    """The progress bar's "resolved 2 · 1 failed, 1 environment error" (None: resolved)."""
+    unresolved = count_phrase({k: n for k, n in counts.items() if k is not None})
+    return f"resolved {counts[None]}" + (f" · {unresolved}" if unresolved else "")
 
 
 async def close_loop_resources() -> None:

@@ -7,7 +7,8 @@
 
 A row is final once written: re-running the same command skips it. Infrastructure failures
 that used up their retries are stored with status `infra_error` and are *not* final: a
-resumed run tries them again.
+resumed run tries them again. Every row, final or not, counts in the run's headline (an
+error is an unresolved sample: `summary.py`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
-#: Statuses that count as a result (kept on resume); `infra_error` and `env_error` (the
-#: instance's environment is broken: its gold patch does not resolve, a setup step failed)
-#: are retried instead, and never scored.
-FINAL = ("done", "error", "timeout")
+#: Statuses that are final (kept on resume); `infra_error` and `env_error` (the instance's
+#: environment is broken: its gold patch does not resolve, a setup step failed) are tried
+#: again when the run is resumed. Until then they count as unresolved, like every error.
+FINAL = ("done", "error", "timeout", "agent_crash")
 STATUSES = (*FINAL, "infra_error", "env_error")
 
 
@@ -34,8 +35,10 @@ class InstanceResult:
     instance_id: str
     sample: int
     status: str
-    """done (graded), error (the agent or env failed: counted as unresolved), timeout, infra_error,
-    env_error (the task's environment is broken, not the agent: not scored)."""
+    """done (graded), error (the env, grader or policy factory raised), timeout, agent_crash (the
+    agent's own actions killed its sandbox: a failure, never retried), infra_error (the sandbox
+    layer failed, retries used up), env_error (the task's environment is broken, not the
+    agent). All but done are unresolved."""
     success: bool = False
     score: float = 0.0
     grade: str = ""

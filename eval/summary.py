@@ -1,5 +1,10 @@
 """Evaluation metrics: resolved rate, pass@k, turns, tokens, tool errors, wall time.
 
+Every rate is over all samples of all instances, as SWE-bench reports resolved over every
+instance: a sample that errored (the environment, the infrastructure, a timeout, a patch
+that does not apply, an agent that crashed its sandbox) is unresolved, and the headline
+says how many of each there were.
+
 pass@k is the unbiased estimator of Chen et al. 2021 ("Evaluating Large Language Models
 Trained on Code", eq. 1): with n samples of a problem of which c are correct,
 
@@ -12,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .store import FINAL, InstanceResult
@@ -49,24 +54,87 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
+#: Why a sample is unresolved, in the order headlines list them: (singular, plural) labels.
+UNRESOLVED_KINDS: dict[str, tuple[str, str]] = {
+    "failed": ("failed", "failed"),  # graded (or scored by its env) and not resolved
+    "patch_apply": ("patch-apply failure", "patch-apply failures"),
+    "agent_crash": ("agent crash", "agent crashes"),  # the agent's actions killed its sandbox
+    "timeout": ("timeout", "timeouts"),
+    "error": ("harness error", "harness errors"),  # the env, grader or policy factory raised
+    "infrastructure": ("infrastructure error", "infrastructure errors"),
+    "environment": ("environment error", "environment errors"),
+}
+_KIND_OF_STATUS = {
+    "agent_crash": "agent_crash",
+    "timeout": "timeout",
+    "error": "error",
+    "infra_error": "infrastructure",
+    "env_error": "environment",
+}
+
+
+def unresolved_kind(r: InstanceResult) -> str | None:
+    """The `UNRESOLVED_KINDS` key of an unresolved result; None for a resolved one."""
+    if r.success:
+        return None
+    if r.status in _KIND_OF_STATUS:
+        return _KIND_OF_STATUS[r.status]
+    return "patch_apply" if grade_error(r) == "patch_apply_failed" else "failed"
+
+
+def grade_error(r: InstanceResult) -> str | None:
+    """The SWE grade's error (`patch_apply_failed`, `empty_patch`, ...), if any."""
+    error = (r.details.get("grade") or {}).get("error")
+    return str(error) if error else None
+
+
+def count_phrase(counts: Mapping[str, int]) -> str:
+    """`{"failed": 1, "environment": 2}` -> "1 failed, 2 environment errors" (zeros left out)."""
+    parts = []
+    for kind, n in counts.items():
+        if n:
+            one, many = UNRESOLVED_KINDS[kind]
+            parts.append(f"{n} {one if n == 1 else many}")
+    return ", ".join(parts)
+
+
+def headline(resolved: int, samples: int, by_kind: Mapping[str, int]) -> str:
+    """The headline over every sample, e.g. `resolved 2/3 (66.7%) · unresolved 1: 1 environment error`."""
+    rate = resolved / samples if samples else 0.0
+    out = f"resolved {resolved}/{samples} ({rate:.1%})"
+    if samples - resolved:
+        out += f" · unresolved {samples - resolved}: {count_phrase(by_kind)}"
+    return out
+
+
 def summarize(results: Sequence[InstanceResult], ks: Sequence[int] = (1,)) -> dict[str, Any]:
-    """Headline numbers of a run's final results (infra errors are reported, not scored)."""
+    """Headline numbers of a run's results: rates are over every sample of every instance, an
+    error of any kind (the agent's, the harness's, the infrastructure's, the environment's) is
+    an unresolved sample, broken out by kind. Means of turns, tokens and wall time are over
+    the `episodes` that came to a result (final statuses)."""
     final = [r for r in results if r.status in FINAL]
     by_instance: dict[str, list[InstanceResult]] = defaultdict(list)
-    for r in final:
+    for r in results:
         by_instance[r.instance_id].append(r)
-    n = len(final)
+    n = len(results)
+    resolved = sum(r.success for r in results)
     calls = sum(r.tool_calls for r in final)
     counts = [(len(rs), sum(r.success for r in rs)) for rs in by_instance.values()]
     max_n = max((c[0] for c in counts), default=0)
     wall = [r.wall_s for r in final]
+    kinds = Counter(unresolved_kind(r) for r in results)
+    by_kind = {k: kinds.get(k, 0) for k in UNRESOLVED_KINDS}
     out: dict[str, Any] = {
+        "headline": headline(resolved, n, by_kind),
         "instances": len(by_instance),
         "samples": n,
-        "resolved": sum(r.success for r in final),
-        "resolved_rate": (sum(r.success for r in final) / n) if n else 0.0,
-        "mean_score": (sum(r.score for r in final) / n) if n else 0.0,
+        "resolved": resolved,
+        "resolved_rate": resolved / n if n else 0.0,
+        "unresolved": n - resolved,
+        "unresolved_by_kind": by_kind,
+        "mean_score": (sum(r.score for r in results) / n) if n else 0.0,
         "pass_at_k": {k: mean_pass_at_k(counts, k) for k in sorted({*ks, max_n} - {0}) if k <= max_n},
+        "episodes": len(final),
         "turns_mean": statistics.fmean([r.turns for r in final]) if final else 0.0,
         "prompt_tokens_mean": statistics.fmean([r.prompt_tokens for r in final]) if final else 0.0,
         "response_tokens_mean": statistics.fmean([r.response_tokens for r in final]) if final else 0.0,
@@ -78,12 +146,13 @@ def summarize(results: Sequence[InstanceResult], ks: Sequence[int] = (1,)) -> di
         "wall_s_p90": _percentile(wall, 0.9),
         "statuses": dict(Counter(r.status for r in results)),
         "grades": dict(Counter(r.grade for r in final if r.grade)),
+        # the error's kind: "no_patch: <why the patch could not be read>" counts as no_patch
+        "grade_errors": dict(Counter(e.split(":")[0] for r in final if (e := grade_error(r)))),
         "errors": sum(r.status != "done" for r in final),
-        "infra_errors": sum(r.status == "infra_error" for r in results),
-        "env_errors": sum(r.status == "env_error" for r in results),
+        "infra_errors": by_kind["infrastructure"],
+        "env_errors": by_kind["environment"],
+        "agent_crashes": by_kind["agent_crash"],
         "retried": sum(r.attempts > 1 for r in results),
-        "patch_apply_failures": sum(
-            r.details.get("grade", {}).get("error") == "patch_apply_failed" for r in final
-        ),
+        "patch_apply_failures": sum(grade_error(r) == "patch_apply_failed" for r in final),
     }
     return out

@@ -7,6 +7,10 @@ Panels: held-out success rate over wall time (warm start and RL evaluations) and
 steps, rollout reward per RL step, and the warm start's NLL (each where a run has it). Only
 the continued lineage of a resumed run is drawn (events rolled back by a resume are left
 out).
+
+The headline is each phase's own held-out success, before and after it: the warm start
+from the starting model to its last evaluation, and RL from where the warm start left it
+(RL's step 0) to its last evaluation, what RL added.
 """
 
 from __future__ import annotations
@@ -44,6 +48,34 @@ def _eval_curve(events: list[dict[str, Any]]) -> tuple[list[float], list[float]]
             xs.append(minute)
             ys.append(e["success"])
     return xs, ys
+
+
+PHASES = (("warm start", "eval-sft"), ("RL", "eval-rl"))
+
+
+def phase_success(events: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Held-out success before and after each phase that was evaluated, from its first and
+    last evaluation by step: `{"warm start": (0.0, 0.36), "RL": (0.36, 0.86)}`."""
+    out = {}
+    for name, phase in PHASES:
+        evals = sorted(
+            (e for e in events if e.get("phase") == phase and "success" in e), key=lambda e: e["step"]
+        )
+        if evals:
+            out[name] = (float(evals[0]["success"]), float(evals[-1]["success"]))
+    return out
+
+
+def headline_lines(events: list[dict[str, Any]], steps: dict[str, Any]) -> list[str]:
+    """One line a phase, RL's last: "RL (43 steps): held-out success 33% → 80% (+47 points)".
+    `steps`: the run's summary (`sft_steps`, `rl_steps`)."""
+    counts = {"warm start": steps.get("sft_steps"), "RL": steps.get("rl_steps")}
+    lines = []
+    for name, (before, after) in phase_success(events).items():
+        n = "" if counts[name] is None else f" ({counts[name]} step{'' if counts[name] == 1 else 's'})"
+        change = round(100 * after) - round(100 * before)
+        lines.append(f"{name}{n}: held-out success {before:.0%} → {after:.0%} ({change:+d} points)")
+    return lines
 
 
 def running_mean(values: Sequence[float], n: int) -> list[float]:
@@ -112,18 +144,23 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
     for d in dirs:
         summary = json.loads((d / "summary.json").read_text()) if (d / "summary.json").exists() else {}
         events = read_metrics(d)
-        x, y = _eval_curve(events)
+        phases = phase_success(events)
+        cells = [
+            f"{phases[name][0]:.0%} → {phases[name][1]:.0%}" if name in phases else "–" for name, _ in PHASES
+        ]
+        x, _ = _eval_curve(events)
         rows.append(
             f"<tr><td>{html.escape(d.name)}</td><td>{summary.get('sft_steps', '')}</td>"
-            f"<td>{summary.get('rl_steps', '')}</td><td>{(y[0] * 100 if y else float('nan')):.0f}%</td>"
-            f"<td>{(y[-1] * 100 if y else float('nan')):.0f}%</td><td>{(x[-1] if x else 0):.1f}</td></tr>"
+            f"<td>{summary.get('rl_steps', '')}</td><td>{cells[0]}</td><td><b>{cells[1]}</b></td>"
+            f"<td>{(x[-1] if x else 0):.1f}</td></tr>"
         )
     image = base64.b64encode(png.read_bytes()).decode()
     page = (
         "<!doctype html><meta charset=utf-8><title>arborl training report</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:4px 12px;text-align:right}</style>"
         "<h1>arborl training report</h1><table><tr><th>run</th><th>SFT steps</th><th>RL steps</th>"
-        "<th>first success</th><th>last success</th><th>minutes</th></tr>"
+        "<th>warm start: held-out success before → after</th><th>RL: held-out success before → after</th>"
+        "<th>minutes</th></tr>"
         + "".join(rows)
         + f"</table><p><img src='data:image/png;base64,{image}' style='max-width:100%'></p>"
     )

@@ -69,10 +69,82 @@ def test_summary_of_a_run():
         r("c", 0, False, status="infra_error", attempts=3),
     ]
     s = summarize(results, ks=[1])
-    assert s["instances"] == 2 and s["samples"] == 4  # the infra error is not a result
-    assert s["resolved"] == 1 and s["resolved_rate"] == 0.25
-    assert s["pass_at_k"] == {1: pytest.approx((0.5 + 0.0) / 2), 2: pytest.approx((1.0 + 0.0) / 2)}
+    # every sample counts: the infrastructure error is an unresolved sample of instance c
+    assert s["instances"] == 3 and s["samples"] == 5 and s["episodes"] == 4
+    assert s["resolved"] == 1 and s["resolved_rate"] == 0.2 and s["unresolved"] == 4
+    # pass@1: a 1/2, b 0/2, c 0/1; pass@2: c has one sample only and is left out
+    assert s["pass_at_k"] == {1: pytest.approx((0.5 + 0.0 + 0.0) / 3), 2: pytest.approx((1.0 + 0.0) / 2)}
     assert s["tool_error_rate"] == pytest.approx(2 / 10)
     assert s["turns_mean"] == pytest.approx(3.0) and s["wall_s_p50"] == pytest.approx(2.5)
     assert s["grades"] == {"FULL": 1, "PARTIAL": 1, "NO": 1} and s["patch_apply_failures"] == 1
     assert s["errors"] == 1 and s["infra_errors"] == 1 and s["retried"] == 1
+    assert s["unresolved_by_kind"] == {
+        "failed": 1,
+        "patch_apply": 1,
+        "agent_crash": 0,
+        "timeout": 1,
+        "error": 0,
+        "infrastructure": 1,
+        "environment": 0,
+    }
+    assert s["headline"] == (
+        "resolved 1/5 (20.0%) · unresolved 4: 1 failed, 1 patch-apply failure, 1 timeout, "
+        "1 infrastructure error"
+    )
+
+
+def test_two_solved_and_one_environment_error_is_two_of_three():
+    """The issue's case: 2 solved of 3, the third's environment broken (SWE-bench reports
+    resolved over all instances, an errored one unresolved)."""
+    results = [r("a", 0, True), r("b", 0, True), r("c", 0, False, status="env_error")]
+    s = summarize(results)
+    assert (s["resolved"], s["samples"], s["resolved_rate"]) == (2, 3, pytest.approx(2 / 3))
+    assert s["pass_at_k"] == {1: pytest.approx(2 / 3)} and s["env_errors"] == 1
+    assert s["headline"] == "resolved 2/3 (66.7%) · unresolved 1: 1 environment error"
+
+
+def test_a_crash_the_agent_caused_is_a_failure_in_every_rate():
+    """Issue 31's case: 1 solved plus 1 that crashed its own sandbox is 50 %, not 100 %."""
+    results = [
+        r("a", 0, True, turns=2),
+        r("b", 0, False, status="agent_crash", turns=3, error="the agent crashed its sandbox: OOM"),
+    ]
+    s = summarize(results)
+    assert s["resolved_rate"] == 0.5 and s["pass_at_k"] == {1: 0.5}
+    assert s["agent_crashes"] == 1 and s["errors"] == 1 and s["turns_mean"] == 2.5
+    assert s["headline"] == "resolved 1/2 (50.0%) · unresolved 1: 1 agent crash"
+
+
+def test_results_stored_before_the_change_still_load_and_count(tmp_path):
+    """A results.sqlite as the store wrote it before (same schema, old statuses): it loads,
+    its finished rows are kept on resume, and its errors now count as unresolved."""
+    import sqlite3
+
+    from arborl.eval.store import ResultStore
+
+    db = sqlite3.connect(tmp_path / "results.sqlite")
+    db.executescript(
+        """
+        CREATE TABLE runs (run_id TEXT PRIMARY KEY, suite TEXT NOT NULL, agent TEXT NOT NULL,
+            config TEXT NOT NULL, schema INTEGER NOT NULL, created REAL NOT NULL, updated REAL NOT NULL);
+        CREATE TABLE results (run_id TEXT NOT NULL, instance_id TEXT NOT NULL, sample INTEGER NOT NULL,
+            status TEXT NOT NULL, success INTEGER NOT NULL, score REAL NOT NULL, grade TEXT NOT NULL,
+            turns INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL, response_tokens INTEGER NOT NULL,
+            tokens_exact INTEGER NOT NULL, tool_calls INTEGER NOT NULL, tool_errors INTEGER NOT NULL,
+            wall_s REAL NOT NULL, attempts INTEGER NOT NULL, error TEXT, details TEXT NOT NULL,
+            finished_at REAL NOT NULL, PRIMARY KEY (run_id, instance_id, sample));
+        INSERT INTO runs VALUES ('old', 'swe-mini', 'gold', '{}', 1, 0, 0);
+        INSERT INTO results VALUES ('old', 'a', 0, 'done', 1, 1.0, 'FULL', 3, 0, 0, 0, 0, 0, 1.0, 1, NULL,
+            '{"grade": {"status": "FULL", "error": null}}', 0);
+        INSERT INTO results VALUES ('old', 'b', 0, 'done', 0, 0.0, 'NO', 3, 0, 0, 0, 0, 0, 1.0, 1, NULL,
+            '{"grade": {"status": "NO", "error": "patch_apply_failed"}}', 0);
+        INSERT INTO results VALUES ('old', 'c', 0, 'env_error', 0, 0.0, '', 0, 0, 0, 0, 0, 0, 1.0, 1,
+            'the gold patch does not resolve', '{}', 0);
+        """
+    )
+    db.close()
+    store = ResultStore(tmp_path / "results.sqlite", "old")
+    assert store.finished() == {("a", 0), ("b", 0)}  # c is tried again on resume
+    s = summarize(store.results())
+    store.close()
+    assert s["headline"] == "resolved 1/3 (33.3%) · unresolved 2: 1 patch-apply failure, 1 environment error"

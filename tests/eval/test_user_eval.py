@@ -118,7 +118,7 @@ def test_a_gold_patch_that_does_not_resolve_is_an_environment_error(docker_backe
     )
     assert res.returncode == 0, res.stdout + res.stderr
     s = json.loads((tmp_path / "run/summary.json").read_text())
-    assert s["env_errors"] == 1 and s["samples"] == 0 and s["grades"] == {}
+    assert s["env_errors"] == 1 and s["samples"] == 1 and s["resolved_rate"] == 0.0 and s["grades"] == {}
     why = (tmp_path / "run/instances" / inst["instance_id"] / "sample-0/error.txt").read_text()
     assert "gold patch does not resolve" in why
 
@@ -204,7 +204,7 @@ def test_osworld_jsons_as_a_suite_and_a_broken_setup_is_an_environment_error(gui
     )
     assert res.returncode == 0, res.stdout + res.stderr
     s = json.loads((tmp_path / "run/summary.json").read_text())
-    assert s["samples"] == 2 and s["resolved"] == 0 and s["env_errors"] == 1, s
+    assert s["samples"] == 3 and s["resolved"] == 0 and s["env_errors"] == 1, s  # errors count
     why = (tmp_path / "run/instances/needs-a-missing-program/sample-0/error.txt").read_text()
     assert "could not run (exit 127)" in why
 

@@ -94,6 +94,23 @@ def arborl_train(run_dir: Path, *overrides: str) -> subprocess.Popen:
     )
 
 
+def test_the_main_job_ends_with_each_phases_own_held_out_success(tmp_path):
+    """`arborl train`'s last lines: the warm start's and RL's own before → after, read from
+    the evaluations the run logged (RL's before is its step 0, after the warm start)."""
+    run = tmp_path / "main"
+    warm_start = ["sft.steps=2", "sft.demos=8", "sft.batch_size=4", "sft.train_options=null", "sft.gold=null"]
+    proc = arborl_train(run, *warm_start, "sft.max_turns=null", "run.steps=1")
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    success = {(e["phase"], e["step"]): e["success"] for e in read_metrics(run) if "success" in e}
+    sft = f"{success['eval-sft', 0]:.0%} → {success['eval-sft', 2]:.0%}"
+    rl = f"{success['eval-rl', 0]:.0%} → {success['eval-rl', 1]:.0%}"
+    lines = out.strip().splitlines()
+    assert lines[-3].startswith(f"warm start (2 steps): held-out success {sft} "), out[-2000:]
+    assert lines[-2].startswith(f"RL (1 step): held-out success {rl} "), out[-2000:]
+    assert lines[-1].startswith("report: ")
+
+
 @pytest.mark.slow
 def test_resume_after_sigkill_loses_and_repeats_no_group(tmp_path):
     run = tmp_path / "killed"

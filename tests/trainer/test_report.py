@@ -1,4 +1,5 @@
-"""Training reports draw one panel per curve that the runs have."""
+"""Training reports draw one panel per curve that the runs have, and give each phase's own
+held-out success before and after it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 
 from PIL import Image
 
-from arborl.trainer.report import curve_table, plot_runs, running_mean
+from arborl.trainer.metrics_log import read_metrics
+from arborl.trainer.report import curve_table, headline_lines, plot_runs, running_mean, write_report
 
 
 def write_run(path, sft: bool):
@@ -37,3 +39,42 @@ def test_the_rollout_reward_can_be_smoothed_by_a_running_mean(tmp_path):
     assert running_mean([2.0, 4.0], 10) == [2.0, 3.0]
     run = write_run(tmp_path / "sync", sft=False)
     assert Image.open(plot_runs([run], tmp_path / "s.png", smooth=10)).size[0] > 0
+
+
+def write_main_job(path):
+    """The evaluations as the main job logs them (`trainer/loop.py`): the warm start's at its
+    step 0 (the starting model) and its end, the same numbers again as RL's step 0, then RL's."""
+    path.mkdir()
+    events = [{"phase": "eval-sft", "step": 0, "time": 100.0, "success": 0.0}]
+    events += [{"phase": "sft", "step": s, "time": 100.0 + s, "sft/nll": 2.0 / s} for s in (1, 2, 3)]
+    events += [
+        {"phase": "eval-sft", "step": 3, "time": 104.0, "success": 0.36},
+        {"phase": "eval-rl", "step": 0, "time": 104.0, "success": 0.36},
+        {"phase": "rl", "step": 1, "time": 110.0, "rollout/reward": 0.5},
+        {"phase": "eval-rl", "step": 1, "time": 111.0, "success": 0.7},
+        {"phase": "rl", "step": 2, "time": 120.0, "rollout/reward": 0.8},
+        {"phase": "eval-rl", "step": 2, "time": 121.0, "success": 0.86},
+    ]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    summary = {"rl_steps": 2, "sft_steps": 3, "initial_success": 0.0, "final_success": 0.86}
+    (path / "summary.json").write_text(json.dumps(summary))
+    return path, summary
+
+
+def test_the_report_gives_rl_its_own_before_and_after(tmp_path):
+    """Issue 37 point 8: what RL did is 36 % → 86 %, not 0 % (before the warm start) → 86 %."""
+    run, _ = write_main_job(tmp_path / "train")
+    _, page = write_report([run])
+    assert "<td>0% → 36%</td><td><b>36% → 86%</b></td>" in page.read_text()
+
+
+def test_the_main_jobs_last_lines_are_each_phases_own_before_and_after(tmp_path):
+    run, summary = write_main_job(tmp_path / "train")
+    assert headline_lines(read_metrics(run), summary) == [
+        "warm start (3 steps): held-out success 0% → 36% (+36 points)",
+        "RL (2 steps): held-out success 36% → 86% (+50 points)",
+    ]
+    no_warm_start = [e for e in read_metrics(run) if e["phase"] != "eval-sft"]
+    assert headline_lines(no_warm_start, {"rl_steps": 1}) == [
+        "RL (1 step): held-out success 36% → 86% (+50 points)"
+    ]
