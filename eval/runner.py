@@ -39,7 +39,7 @@ from arborl.envs import SandboxEnv, aclose, arelease, on_envs
 from arborl.sandboxes import PoolConfig, SandboxError, SandboxPool, make_backend
 from arborl.tasks import Suite, Task, get_suite
 from arborl.tasks.suites import SUITES
-from arborl.tasks.swebench import swe_parts
+from arborl.tasks.swebench import environment_hint, swe_parts
 from arborl.tasks.user_suites import looks_like_path, suite_from_path
 
 from .config import EvalConfig
@@ -144,8 +144,12 @@ class EvalRun:
                 why = grade.error or f"{grade.status}; failing: " + ", ".join(
                     (grade.FAIL_TO_PASS["failure"] + grade.PASS_TO_PASS["failure"])[:5]
                 )
+                hint = environment_hint(grade.log, grade.error, parts[0], parts[1])
                 write_outputs(self.run_dir, task.id, sample, rec, grade, None)
-                raise EnvironmentBroken(f"the gold patch does not resolve this instance ({why})")
+                raise EnvironmentBroken(
+                    f"the gold patch does not resolve this instance ({why})"
+                    + (f"; likely cause: {hint}" if hint else "")
+                )
             score, success = float(grade.resolved), grade.resolved
         else:
             score, success = env_score(rec.rewards)
