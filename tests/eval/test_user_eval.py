@@ -253,6 +253,18 @@ def doc_block(marker: str, lang: str) -> str:
     return m.group(1)
 
 
+def test_the_docs_environments_file_loads(tmp_path):
+    from arborl.tasks.swebench import SWEInstance, environment_for, load_environments, with_layout
+
+    (tmp_path / "envs.json").write_text(doc_block("environments-example", "json"))
+    envs = load_environments(tmp_path / "envs.json")
+    inst = rows(1)[0] | {"repo": "tkem/cachetools"}
+    env = environment_for(SWEInstance.model_validate(inst), envs)
+    assert env.python_path == ("src",) and with_layout(env, {}) is env  # set: not read from the layout
+    assert env.eval_test_cmd.startswith("PYTHONPATH=$PWD/src") and "-o addopts=" in env.eval_test_cmd
+    assert [e.log_parser for e in envs] == ["pytest", "pytest", "unittest"] and envs[1].pip
+
+
 def test_the_docs_python_example_runs_as_written(tmp_path):
     r = subprocess.run(
         [sys.executable, "-c", doc_block("python-example", "python")],
