@@ -35,7 +35,7 @@ def _module_hint(module: str, environment: SWEEnvironment) -> str:
             f'the test runner cannot import {top!r}: add it to `pip` (e.g. "{top}") or set `test_cmd` '
             f"to a runner the image has, {_WHERE}"
         )
-    now = "none found" if not environment.python_path else str(list(environment.python_path))
+    now = list(environment.python_path or ())
     return (
         f"the tests cannot import {top!r} (ModuleNotFoundError). If it is the repository's own package "
         f"(a src layout, or a package dir set in pyproject.toml / setup.cfg), set `python_path` to the "
