@@ -62,7 +62,7 @@ def grade(statuses: dict, fail_to_pass: list, pass_to_pass: list) -> dict:
     more `[` than `]` (SWE-bench Verified holds ids cut at a space) is read from the ids it
     begins, as SWE-bench's `_resolve_case` does.
 
-    FULL: every counted FAIL_TO_PASS and PASS_TO_PASS test succeeds. PARTIAL: some but not all
+    FULL: every FAIL_TO_PASS and PASS_TO_PASS test succeeds. PARTIAL: some but not all
     FAIL_TO_PASS succeed and every PASS_TO_PASS is maintained. NO: anything else.
     """
 
