@@ -38,8 +38,10 @@ class SWESection(_Strict):
     )
     repos_dir: list[str] = Field(
         default_factory=list,
-        description="where repositories are: <owner>__<name>.bundle, a bare mirror <owner>__<name>.git, "
-        "or a checkout <owner>__<name>/.git",
+        description="where repositories are: directories holding <owner>__<name>.bundle, a bare mirror "
+        "<owner>__<name>.git, a checkout <owner>__<name>/.git (or the same under <owner>/<name>), or any "
+        "bare repository or checkout whose remote URL names the repository; or .json mapping files "
+        '{"owner/name": "path"} (arborl.tasks.swebench.repos)',
     )
     environments: str | None = Field(
         None, description="a JSON list of SWEEnvironment (per repo/version install, test command, log parser)"

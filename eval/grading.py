@@ -12,7 +12,10 @@ and FAIL_TO_PASS / PASS_TO_PASS are read from the log:
     NO       anything else; an empty patch, one that does not apply, or one that changes
              test infrastructure (reported as such)
 
-The harness that runs in the sandbox only applies and runs; the log is parsed here.
+The harness that runs in the sandbox only applies and runs; the log is parsed here, by
+SWE-bench's own parser for the repositories it has one for (when `swebench` is installed:
+`tasks/swebench/official.py`), else by the environment's `log_parser`. The whole harness output
+is kept in the grade (`log`); `outputs.write_test_log` stores it (compressed when large).
 
 Other tasks (tool, web, desktop) are graded by their env at the end of the episode: the
 episode's total reward is the score (tool tasks: their verifier; web/desktop: the env's
@@ -35,9 +38,11 @@ from arborl.tasks.swebench.harness import (
     EXIT_TEST_PATCH_FAILED,
     extract_test_output,
 )
-from arborl.tasks.swebench.log_parsers import parse_log
+from arborl.tasks.swebench.official import read_statuses
 
-LOG_CHARS = 64 * 1024
+#: How much harness output comes back from the sandbox (per stream, head and tail kept beyond it):
+#: far above what the test files of one instance print, so the whole log reaches the grader.
+MAX_LOG_BYTES = 32 * 1024 * 1024
 #: A score at least this high counts as success (scores are in [0, 1]).
 SUCCESS_SCORE = 1.0 - 1e-9
 
@@ -58,7 +63,10 @@ class SWEGrade(BaseModel):
     )
     FAIL_TO_PASS: dict[str, list[str]] = Field(default_factory=_no_tests)
     PASS_TO_PASS: dict[str, list[str]] = Field(default_factory=_no_tests)
-    log: str = Field("", description="the harness output (patch application, test log), tail kept")
+    log: str = Field("", description="the whole harness output (patch application, test log)")
+    log_parser: str = Field(
+        "", description="what read the test log: swebench:<name> (SWE-bench's parser) or an arborl parser"
+    )
 
     @classmethod
     def unresolved(cls, error: str, **kw: Any) -> SWEGrade:
@@ -79,25 +87,22 @@ async def grade_swe(
         return SWEGrade.unresolved("empty_patch", empty_patch=True)
     patch = model_patch if model_patch.endswith("\n") else model_patch + "\n"
     async with pool.acquire(spec) as sb:
-        run = await run_verifier(sb, task, patch, max_output=4 * 1024 * 1024)
+        run = await run_verifier(sb, task, patch, max_output=MAX_LOG_BYTES)
     if run.rejected:
         why = "; ".join(run.rejected)
         return SWEGrade.unresolved(f"test_infrastructure_changed: {why}")
     assert run.result is not None
     r = run.result
     output = r.stdout + (f"\n[stderr]\n{r.stderr}" if r.stderr.strip() else "")
-    log = output[-LOG_CHARS:]
+    log = output
     if r.exit_code == EXIT_APPLY_FAILED or APPLY_FAILED in r.stdout:
         return SWEGrade.unresolved("patch_apply_failed", patch_applied=False, log=log)
     if r.exit_code == EXIT_TEST_PATCH_FAILED:
         return SWEGrade.unresolved("test_patch_apply_failed", patch_applied=True, log=log)
     if r.timed_out:
         return SWEGrade.unresolved("tests_timed_out", patch_applied=True, log=log)
-    report = grade(
-        parse_log(environment.log_parser, extract_test_output(r.stdout)),
-        list(instance.FAIL_TO_PASS),
-        list(instance.PASS_TO_PASS),
-    )
+    statuses, parser = read_statuses(instance.repo, environment.log_parser, extract_test_output(r.stdout))
+    report = grade(statuses, list(instance.FAIL_TO_PASS), list(instance.PASS_TO_PASS))
     return SWEGrade(
         status=report["status"],
         resolved=report["status"] == "FULL",
@@ -105,6 +110,7 @@ async def grade_swe(
         FAIL_TO_PASS=report["FAIL_TO_PASS"],
         PASS_TO_PASS=report["PASS_TO_PASS"],
         log=log,
+        log_parser=parser,
     )
 
 

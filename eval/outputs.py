@@ -5,7 +5,8 @@
         infos.json           the env's info of every step (verifier results at the end)
         trajectory.parquet   model agent: token ids, log-probs, loss mask (arborl.agents.trajectory)
         patch.diff           SWE tasks: the model patch
-        grade.json, test.log SWE tasks: the grading report and the harness output
+        grade.json           SWE tasks: the grading report
+        test.log             SWE tasks: the whole harness output (test.log.gz, gzip, when over 1 MiB)
         error.txt            when the attempt failed (infra error, timeout, harness error)
 
 A retried attempt overwrites its sample's directory.
@@ -13,6 +14,7 @@ A retried attempt overwrites its sample's directory.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shutil
@@ -21,6 +23,30 @@ from typing import Any
 
 from .drivers import EpisodeRecord
 from .grading import SWEGrade
+
+#: A test log longer than this (bytes) is stored gzip-compressed, as test.log.gz.
+LOG_GZIP_BYTES = 1024 * 1024
+
+
+def write_test_log(out: Path, log: str) -> Path:
+    """Store the whole harness output in `out`: test.log, or test.log.gz when large."""
+    data = log.encode("utf-8", errors="replace")
+    if len(data) > LOG_GZIP_BYTES:
+        path = out / "test.log.gz"
+        path.write_bytes(gzip.compress(data, mtime=0))
+    else:
+        path = out / "test.log"
+        path.write_bytes(data)
+    return path
+
+
+def read_test_log(out: Path) -> str:
+    """The test log stored in `out` (either form); '' if there is none."""
+    if (out / "test.log.gz").is_file():
+        return gzip.decompress((out / "test.log.gz").read_bytes()).decode("utf-8", errors="replace")
+    if (out / "test.log").is_file():
+        return (out / "test.log").read_text(encoding="utf-8", errors="replace")
+    return ""
 
 
 def instance_dir(run_dir: Path, instance_id: str, sample: int) -> Path:
@@ -56,7 +82,7 @@ def write_outputs(
             write_trajectories(out / "trajectory.parquet", [record.trajectory])
     if grade is not None:
         _dump(out / "grade.json", grade.model_dump(exclude={"log"}))
-        (out / "test.log").write_text(grade.log, encoding="utf-8")
+        write_test_log(out, grade.log)
     if error:
         (out / "error.txt").write_text(error + "\n", encoding="utf-8")
     return out

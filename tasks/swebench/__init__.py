@@ -9,9 +9,11 @@ Imports nothing else of arborl (image builds take the layer builder as an argume
 """
 
 from .convert import apply_command, swe_parts, to_code_task, verifier_files
+from .diagnose import environment_hint
 from .harness import files_in_patch, grade, parse_pytest_log
 from .image_recipes import Layer, LayerBuilder, build_instance_image, environment_layer, instance_layer
 from .instance import DEFAULT_ENVIRONMENT, SWEEnvironment, SWEInstance, environment_for
+from .layout import package_dirs, with_layout
 from .loaders import InstanceLoadError, load_environments, load_instances
 from .log_parsers import PARSERS, parse_log
 from .specs import register_environment
@@ -27,16 +29,19 @@ __all__ = [
     "apply_command",
     "build_instance_image",
     "environment_for",
+    "environment_hint",
     "environment_layer",
     "files_in_patch",
     "grade",
     "instance_layer",
     "load_environments",
     "load_instances",
+    "package_dirs",
     "parse_log",
     "parse_pytest_log",
     "register_environment",
     "swe_parts",
     "to_code_task",
     "verifier_files",
+    "with_layout",
 ]

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..spec import BASE_IMAGE, VERIFIER_DIR, CodeTask
 from .instance import DEFAULT_ENVIRONMENT, ENV_ROOT, SWEEnvironment, SWEInstance
+from .layout import with_layout
 from .repos import RepoFiles
 from .wheels import UNPACK_WHEELS
 
@@ -71,7 +72,7 @@ def harness_spec(
         "base_commit": instance.base_commit,
         "test_patch": test_patch,
         "model_patch": model_patch,
-        "test_cmd": environment.test_cmd,
+        "test_cmd": environment.eval_test_cmd,
         "test_files": instance.test_files,
         "test_directives": environment.test_directives,
         "log_parser": environment.log_parser,
@@ -164,13 +165,15 @@ def to_code_task(
     (path → text or bytes, or the `RepoFiles` of `repos.find_repository(...).files_at(commit)`;
     binary files, symlinks and executable bits are restored by a setup step). In that form an
     environment's `pip` requirements need their `wheels` (`wheels.fetch_wheels`), unpacked by a
-    setup step run as root."""
+    setup step run as root, and an environment that leaves `python_path` open gets the
+    repository's package dirs (`layout.with_layout`); the task keeps the environment it ran with."""
     env = environment or DEFAULT_ENVIRONMENT
     if (image is None) == (repo_files is None):
         raise ValueError(f"{instance.instance_id}: give exactly one of image= or repo_files=")
     files: dict[str, str] = {}
     setup: tuple[str, ...] = ()
     if repo_files is not None:
+        env = with_layout(env, repo_files)  # a src layout's package dir goes on PYTHONPATH
         names = repo_files.files if isinstance(repo_files, RepoFiles) else repo_files
         clash = [p for p in names if p.split("/")[0] in (STAGE_DIR, BIN_STAGE_DIR, WHEEL_DIR)]
         if clash:
@@ -197,7 +200,7 @@ def to_code_task(
         workdir=WORKDIR,
         repo_files=files,
         setup=setup,
-        test_command=env.agent_test_cmd,
+        test_command=env.run_tests_cmd,
         verify_command=VERIFY_COMMAND,
         verify_timeout_s=env.test_timeout_s + 60,
         verifier_files=verifier_files(instance, env),

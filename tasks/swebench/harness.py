@@ -63,22 +63,33 @@ def grade(statuses: dict, fail_to_pass: list, pass_to_pass: list) -> dict:
     """SWE-bench's report: which FAIL_TO_PASS / PASS_TO_PASS tests pass, and the status.
 
     As current SWE-bench (`swebench/harness/grading.py`): a FAIL_TO_PASS test succeeds when it
-    PASSED or XFAILed and fails when it FAILED, ERRORed, was SKIPPED or is missing from the
-    log; a PASS_TO_PASS test is *maintained* when it passed or was SKIPPED (a skip is no
-    regression) and fails when it FAILED, ERRORed or is missing. A test in neither set (an
-    XPASS) is left out of both, and a rate over no tests is 1.
+    PASSED or XFAILed and fails otherwise (FAILED, ERROR, SKIPPED, missing from the log); a
+    PASS_TO_PASS test is *maintained* when it passed or was SKIPPED (a skip is no regression)
+    and fails otherwise. An XPASS fails both: SWE-bench's parsers do not read XPASS lines, so
+    its grader finds such a test missing. A rate over no tests is 1. A parametrized id with
+    more `[` than `]` (SWE-bench Verified holds ids cut at a space) is read from the ids it
+    begins, as SWE-bench's `_resolve_case` does.
 
-    FULL: every counted FAIL_TO_PASS and PASS_TO_PASS test succeeds. PARTIAL: some but not all
+    FULL: every FAIL_TO_PASS and PASS_TO_PASS test succeeds. PARTIAL: some but not all
     FAIL_TO_PASS succeed and every PASS_TO_PASS is maintained. NO: anything else.
     """
 
-    def split(tests: list, ok_statuses: tuple, bad_statuses: tuple) -> tuple:
-        ok = [t for t in tests if statuses.get(t) in ok_statuses]
-        bad = [t for t in tests if t not in statuses or statuses[t] in bad_statuses]
-        return ok, bad
+    def status_of(test: str):
+        if test in statuses or test.count("[") <= test.count("]"):
+            return statuses.get(test)
+        # SWE-bench's datasets hold parametrized ids cut at a space (`test_x[a`): as its grader,
+        # such an id takes the status of the ids it begins, when they agree on pass or fail
+        found = [k for k in statuses if k.startswith(test)]
+        if found and len({statuses[k] in _PASSING for k in found}) == 1:
+            return statuses[found[0]]
+        return None
 
-    f2p_ok, f2p_bad = split(list(fail_to_pass), _PASSING, ("FAILED", "ERROR", "SKIPPED"))
-    p2p_ok, p2p_bad = split(list(pass_to_pass), (*_PASSING, "SKIPPED"), ("FAILED", "ERROR"))
+    def split(tests: list, ok_statuses: tuple) -> tuple:
+        ok = [t for t in tests if status_of(t) in ok_statuses]
+        return ok, [t for t in tests if status_of(t) not in ok_statuses]
+
+    f2p_ok, f2p_bad = split(list(fail_to_pass), _PASSING)
+    p2p_ok, p2p_bad = split(list(pass_to_pass), (*_PASSING, "SKIPPED"))
 
     def rate(ok: list, bad: list) -> float:
         return len(ok) / (len(ok) + len(bad)) if ok or bad else 1.0

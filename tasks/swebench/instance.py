@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -131,6 +132,23 @@ class SWEEnvironment(BaseModel):
     test_directives: Literal["paths", "django"] = Field(
         "paths", description="what test_cmd is given: the test patch's file paths, or Django module labels"
     )
+    python_path: tuple[str, ...] | None = Field(
+        None,
+        description="directories of the repository put on PYTHONPATH for test_cmd and agent_test_cmd, "
+        "as SWE-bench's `pip install -e .` makes a src-layout package importable (e.g. ['src']); None: "
+        "read from the repository's layout when its files are known (`layout.package_dirs`: src/, "
+        "pyproject.toml's and setup.cfg's package dirs); []: none",
+    )
+
+    @property
+    def eval_test_cmd(self) -> str:
+        """`test_cmd` as the evaluation runs it (with `python_path`)."""
+        return _with_python_path(self.python_path, self.test_cmd)
+
+    @property
+    def run_tests_cmd(self) -> str:
+        """`agent_test_cmd` as the agent's run_tests tool runs it (with `python_path`)."""
+        return _with_python_path(self.python_path, self.agent_test_cmd)
 
     @field_validator("log_parser")
     @classmethod
@@ -146,6 +164,22 @@ class SWEEnvironment(BaseModel):
             if path.startswith("/") or ".." in path.split("/"):
                 raise ValueError(f"environment file paths must be relative: {path!r}")
         return files
+
+    @field_validator("python_path")
+    @classmethod
+    def _repository_dirs(cls, dirs: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for d in dirs or ():
+            if not d or d.startswith("/") or ".." in d.split("/") or ":" in d:
+                raise ValueError(f"python_path entries are directories of the repository: {d!r}")
+        return dirs
+
+
+def _with_python_path(dirs: tuple[str, ...] | None, command: str) -> str:
+    if not dirs:
+        return command
+    # absolute ($PWD is the repository): a test that changes directory still imports the package
+    paths = ":".join(f"$PWD/{shlex.quote(d)}" for d in dirs)
+    return f"PYTHONPATH={paths}${{PYTHONPATH:+:$PYTHONPATH}} {command}"
 
 
 DEFAULT_ENVIRONMENT = SWEEnvironment()

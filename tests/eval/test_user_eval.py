@@ -121,6 +121,105 @@ def test_a_gold_patch_that_does_not_resolve_is_an_environment_error(docker_backe
     assert s["env_errors"] == 1 and s["samples"] == 1 and s["resolved_rate"] == 0.0 and s["grades"] == {}
     why = (tmp_path / "run/instances" / inst["instance_id"] / "sample-0/error.txt").read_text()
     assert "gold patch does not resolve" in why
+    assert "likely cause: the test command did not run" in why and "`test_cmd`" in why
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "a",
+           "GIT_COMMITTER_EMAIL": "a@x", "PATH": os.environ["PATH"]}  # fmt: skip
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def fix_instance(repo: Path, name: str, base: str, fix: str, f2p: list[str], p2p: list[str]) -> dict:
+    """A SWE-bench instance from a fix commit: the code diff is the patch, the test diff the test patch."""
+    return {
+        "instance_id": f"me__tool-{name}",
+        "repo": "me/tool",
+        "base_commit": base,
+        "problem_statement": git(repo, "log", "-1", "--format=%B", fix),
+        "patch": git(repo, "diff", base, fix, "--", "src"),
+        "test_patch": git(repo, "diff", base, fix, "--", "tests"),
+        "FAIL_TO_PASS": f2p,
+        "PASS_TO_PASS": p2p,
+    }
+
+
+@pytest.fixture
+def src_layout_repo(tmp_path) -> tuple[Path, list[dict]]:
+    """A src-layout repository (cachetools' pyproject: `package-dir = {"" = "src"}`) at
+    `<owner>/<name>` under repos/, and two fixes: one whose tests need only the package, one whose
+    new test needs a dependency no environment provides."""
+    repo = tmp_path / "repos" / "me" / "tool"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    base = commit(
+        repo,
+        {
+            "pyproject.toml": '[project]\nname = "tool"\nversion = "1.0"\n\n'
+            '[tool.setuptools]\npackage-dir = {"" = "src"}\n',
+            "src/tool/__init__.py": "def clamp(x, lo, hi):\n    return max(lo, min(x, lo))\n",
+            "tests/test_tool.py": "from tool import clamp\n\n\ndef test_low():\n    assert clamp(-5, 0, 9) == 0\n",
+        },
+        "tool 1.0",
+    )
+    fix = commit(
+        repo,
+        {
+            "src/tool/__init__.py": "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n",
+            "tests/test_tool.py": "from tool import clamp\n\n\ndef test_low():\n    assert clamp(-5, 0, 9) == 0\n"
+            "\n\ndef test_high():\n    assert clamp(50, 0, 9) == 9\n",
+        },
+        "clamp: values above hi are clamped to hi",
+    )
+    fix2 = commit(
+        repo,
+        {
+            "src/tool/__init__.py": "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n\n\nSPAN = 9\n",
+            "tests/test_span.py": "import nodep_for_arborl\nfrom tool import SPAN\n\n\ndef test_span():\n"
+            "    assert SPAN == 9\n",
+        },
+        "add SPAN (its test needs a dependency)",
+    )
+    t = "tests/test_tool.py::"
+    return repo, [
+        fix_instance(repo, "1", base, fix, [t + "test_high"], [t + "test_low"]),
+        fix_instance(repo, "2", fix, fix2, ["tests/test_span.py::test_span"], []),
+    ]
+
+
+@pytest.mark.docker
+def test_a_src_layout_repository_resolves_without_an_environment(docker_backend, tmp_path, src_layout_repo):
+    """No swe.environments: the package dir comes from pyproject.toml, as SWE-bench's install
+    makes it importable. The instance that needs a missing dependency is an environment error
+    that names the module and the keys to set."""
+    _, rows = src_layout_repo
+    (tmp_path / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for images in ("off", "auto"):
+        res = arborl(
+            "eval",
+            "suite=mine.jsonl",
+            f"swe.repos_dir=[{tmp_path / 'repos'}]",
+            f"swe.images={images}",
+            "sandbox=docker",
+            "agent=gold",
+            f"run.dir=run-{images}",
+            cwd=tmp_path,
+        )
+        assert res.returncode == 0, res.stdout + res.stderr
+        s = json.loads((tmp_path / f"run-{images}/summary.json").read_text())
+        assert s["resolved"] == 1 and s["samples"] == 1 and s["env_errors"] == 1, (images, s)
+        why = (tmp_path / f"run-{images}/instances/me__tool-2/sample-0/error.txt").read_text()
+        assert "cannot import 'nodep_for_arborl'" in why and "`pip`" in why, why
+        assert "`python_path`" in why and "swe.environments" in why
 
 
 def test_import_registers_a_users_suite(tmp_path):
@@ -152,6 +251,18 @@ def doc_block(marker: str, lang: str) -> str:
     m = re.search(rf"<!-- {marker}[^>]*-->\n```{lang}\n(.*?)\n```", text, re.S)
     assert m, f"docs/eval.md has no {marker} block"
     return m.group(1)
+
+
+def test_the_docs_environments_file_loads(tmp_path):
+    from arborl.tasks.swebench import SWEInstance, environment_for, load_environments, with_layout
+
+    (tmp_path / "envs.json").write_text(doc_block("environments-example", "json"))
+    envs = load_environments(tmp_path / "envs.json")
+    inst = rows(1)[0] | {"repo": "tkem/cachetools"}
+    env = environment_for(SWEInstance.model_validate(inst), envs)
+    assert env.python_path == ("src",) and with_layout(env, {}) is env  # set: not read from the layout
+    assert env.eval_test_cmd.startswith("PYTHONPATH=$PWD/src") and "-o addopts=" in env.eval_test_cmd
+    assert [e.log_parser for e in envs] == ["pytest", "pytest", "unittest"] and envs[1].pip
 
 
 def test_the_docs_python_example_runs_as_written(tmp_path):

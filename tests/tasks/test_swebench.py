@@ -171,7 +171,8 @@ def test_conversion_to_a_code_task_in_both_forms():
     spec = json.loads(portable.verifier_files["spec.json"])
     assert spec["FAIL_TO_PASS"] == ["tests/test_a.py::test_x"]
     assert spec["model_patch"] == "/tmp/arborl-verify/model.patch" and portable.verifier_applies_patch
-    assert swe_parts(portable) == (inst, env) and portable.metadata["suite"] == "s"
+    laid_out = env.model_copy(update={"python_path": ()})  # its layout read: flat, nothing to add
+    assert swe_parts(portable) == (inst, laid_out) and portable.metadata["suite"] == "s"
     imaged = to_code_task(inst, env, image="arborl/swe:abc")
     assert imaged.image == "arborl/swe:abc" and imaged.repo_files == {} and imaged.setup == ()
     assert swe_parts(CodeTask(id="t", problem_statement="p")) is None

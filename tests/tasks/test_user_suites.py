@@ -12,7 +12,7 @@ import pytest
 from arborl.tasks.suites import SuiteError
 from arborl.tasks.swe_mini import INSTANCES, REPOS
 from arborl.tasks.swebench.convert import BIN_STAGE_DIR
-from arborl.tasks.swebench.repos import RepositoryNotFound, find_repository
+from arborl.tasks.swebench.repos import RepositoryMapError, RepositoryNotFound, find_repository
 from arborl.tasks.user_suites import detect_kind, suite_from_path, suite_slug
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe"
@@ -64,6 +64,57 @@ def test_a_repository_as_checkout_bare_mirror_or_bundle(checkout, tmp_path):
     assert seen[0] == seen[1] == seen[2]
     with pytest.raises(RepositoryNotFound, match=r"me__other\.bundle"):
         find_repository("me/other", [mirrors])
+
+
+def test_repositories_under_owner_name_trees_any_name_or_a_mapping_file(checkout, tmp_path):
+    """`<owner>/<name>` trees, bare repositories by any name found by their remote, and a mapping
+    file for copies that have neither (a bundle, a fetched mirror without a remote)."""
+    repo, commit = checkout
+    want = find_repository("me/tool", [repo.parent]).files_at(commit)
+    tree = tmp_path / "tree"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(repo), str(tree / "me" / "tool.git")], check=True)
+    odd = tmp_path / "odd"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(repo), str(odd / "me+tool" / "repo")], check=True)
+    git(odd / "me+tool" / "repo", "remote", "set-url", "origin", "git@github.com:me/tool.git")
+    subprocess.run(["git", "clone", "-q", str(repo), str(odd / "work-copy")], check=True)
+    git(odd / "work-copy", "remote", "set-url", "origin", "https://github.com/Me/Other.git")
+    (tmp_path / "b").mkdir()
+    git(repo, "bundle", "create", str(tmp_path / "b" / "snapshot-2024"), "--all")
+    bare = tmp_path / "b" / "fetched"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True)
+    git(bare, "remote", "remove", "origin")  # no remote to read, as a fetched mirror
+    mapping = tmp_path / "b" / "repos.json"
+    mapping.write_text(json.dumps({"me/tool": "snapshot-2024", "me/bare": "fetched"}))
+    cases = [
+        ("me/tool", tree, "mirror", tree / "me" / "tool.git"),
+        ("me/tool", odd, "mirror", odd / "me+tool" / "repo"),  # by its remote, two levels down
+        ("me/other", odd, "checkout", odd / "work-copy"),  # remote names compare case-blind
+        ("me/tool", mapping, "bundle", tmp_path / "b" / "snapshot-2024"),
+        ("me/bare", mapping, "mirror", bare),
+    ]
+    for name, root, kind, path in cases:
+        source = find_repository(name, [tmp_path / "nothing-here", root])
+        assert (source.kind, source.path) == (kind, path), name
+        assert source.files_at(commit) == want
+    with pytest.raises(RepositoryNotFound, match=r"me__gone\.bundle.*mapping file"):
+        find_repository("me/gone", [odd, mapping])
+    (tmp_path / "bad.json").write_text('["me/tool"]')
+    with pytest.raises(RepositoryMapError, match=r"bad\.json"):
+        find_repository("me/tool", [tmp_path / "bad.json"])
+    mapping.write_text(json.dumps({"me/tool": "no-such-dir"}))
+    with pytest.raises(RepositoryNotFound, match="no-such-dir"):
+        find_repository("me/tool", [mapping])
+
+
+def test_a_swe_file_with_repositories_from_a_mapping_file(tmp_path):
+    path = instance_file(tmp_path, 1)
+    repo = json.loads(path.read_text())["repo"]
+    slug = repo.replace("/", "__")
+    (tmp_path / "copies").mkdir()
+    (tmp_path / "copies" / "whatever.bundle").write_bytes((REPOS / f"{slug}.bundle").read_bytes())
+    (tmp_path / "map.json").write_text(json.dumps({repo: "copies/whatever.bundle"}))
+    tasks = suite_from_path(str(path), repos_dirs=[tmp_path / "map.json"]).tasks()
+    assert len(tasks) == 1 and any(p.endswith(".py") for p in tasks[0].repo_files)
 
 
 def instance_file(tmp_path: Path, n: int = 2) -> Path:
