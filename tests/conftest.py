@@ -87,3 +87,16 @@ def gui_backend(docker_backend):
     if not image_exists(docker_backend.client, "arborl/gui:latest"):
         unavailable("gui", "no arborl/gui image: run `arborl sandbox build image=gui` (make test does)")
     return docker_backend
+
+
+@pytest.fixture(scope="session")
+def official():
+    """The official SWE-bench grader's functions (`swebench`, installed --no-deps by setup)."""
+    from arborl.tasks.swebench.official import official_harness
+
+    harness = official_harness()
+    if harness is None:
+        unavailable(
+            "swebench", "pip install --no-deps swebench==5.0.2 unidiff==1.0.1 (scripts/setup.sh does)"
+        )
+    return harness

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import posixpath
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,24 +27,15 @@ from typing import Any
 from arborl.sandboxes import ExecResult
 from arborl.tasks import VERIFIER_DIR, CodeTask
 from arborl.tasks.swebench import parse_log
+from arborl.tasks.swebench.harness import GIT_INERT_ARGS, GIT_INERT_ENV
 
 from .screen import infrastructure_changes, sectioned_files
 
 MAX_PATCH_BYTES = 8 * 1024 * 1024
-#: No system or global git configuration; the repository's own cannot make git run anything.
-GIT_ENV = {
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_ATTR_NOSYSTEM": "1",
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_PAGER": "cat",
-    "GIT_EXTERNAL_DIFF": "",
-}
-GIT_OFF = (
-    "-c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.attributesFile=/dev/null "
-    "-c diff.external= -c core.pager=cat -c core.sshCommand=false -c protocol.allow=never "
-    "-c core.quotepath=off"
-)
+#: No system or global git configuration, and none of the commands the repository's own
+#: configuration could make git run: the settings the SWE harness uses in the sandbox.
+GIT_ENV = dict(GIT_INERT_ENV)
+GIT_OFF = " ".join(shlex.quote(arg) for arg in GIT_INERT_ARGS)
 # The diff goes through a temporary index so the agent's own is untouched; untracked files
 # are part of a fix, caches are not.
 _DIFF = (

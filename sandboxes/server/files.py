@@ -109,14 +109,25 @@ def _open(
     return os.open(path, flags | os.O_CLOEXEC, mode)
 
 
+def _regular(fd: int, path: str) -> int:
+    """`fd`, opened without blocking, once it is known to be a regular file, in blocking mode.
+
+    Opening a FIFO blocks until its other end opens, and the agent can put one at any path
+    the harness reads or writes: it would hold a worker (and the harness's call) forever.
+    """
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IsADirectoryError(f"{path} is not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
 def read_file(req: dict, creds: Credentials) -> dict:
     path, user = req["path"], req.get("user")
     max_bytes = int(req.get("max_bytes", 64 * 1024 * 1024))
     with creds.of(user):
-        fd = _open(path, os.O_RDONLY, as_root=user == "root")
+        fd = _regular(_open(path, os.O_RDONLY | os.O_NONBLOCK, as_root=user == "root"), path)
         with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise IsADirectoryError(f"{path} is not a regular file")
             data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
         return {"ok": False, "error": f"{path} is larger than {max_bytes} bytes", "kind": "too_large"}
@@ -129,7 +140,14 @@ def write_file(req: dict, creds: Credentials) -> dict:
     # Directories a root write creates still belong to the agent, who works in them.
     owner = (creds.uid, creds.gid) if creds.uid is not None and creds.gid is not None else None
     with creds.of(user):
-        fd = _open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, as_root, parent_owner=owner)
+        try:
+            fd = _open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, as_root, parent_owner=owner)
+        except OSError as e:
+            if e.errno == errno.ENXIO:  # a FIFO nobody reads
+                raise IsADirectoryError(f"{path} is not a regular file") from e
+            raise
+        fd = _regular(fd, path)
+        os.ftruncate(fd, 0)
         with os.fdopen(fd, "wb") as f:
             f.write(base64.b64decode(req["data"]))
             if "mode" in req:
@@ -157,6 +175,11 @@ def _extract_safely(tar: tarfile.TarFile, dest: str) -> None:
                 raise ValueError(f"refusing link out of {dest}: {m.name!r} -> {m.linkname!r}")
         if m.isdev():
             raise ValueError(f"refusing device node {m.name!r}")
+        with contextlib.suppress(FileNotFoundError):
+            mode = os.lstat(os.path.join(root, m.name)).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                # Writing over a FIFO would block until someone opens its other end.
+                raise ValueError(f"refusing to extract over {m.name!r}, which is not a regular file")
     if hasattr(tarfile, "data_filter"):
         tar.extractall(dest, filter="data")
     else:

@@ -5,20 +5,16 @@ the verdicts arborl gave, for a log over 64 KiB (more-itertools' are 68-72 KB)."
 from __future__ import annotations
 
 import gzip
-import os
-import subprocess
-from pathlib import Path
 
 import gymnasium
 import pytest
-from arborl_require import unavailable
+from gitrepo import commit, git
 
 import arborl.envs  # noqa: F401
 from arborl.eval.grading import grade_swe
 from arborl.eval.outputs import LOG_GZIP_BYTES, read_test_log, write_outputs, write_test_log
 from arborl.sandboxes import PoolConfig, SandboxPool
 from arborl.tasks.swebench import SWEInstance, swe_parts, to_code_task
-from arborl.tasks.swebench.official import official_harness
 from arborl.tasks.swebench.repos import find_repository
 
 N_TESTS = 2000  # -rA prints one line per test: ~55 bytes each, well over 64 KiB
@@ -35,31 +31,6 @@ def test_large_logs_are_stored_whole_and_compressed(tmp_path):
         assert read_test_log(out) == log
     assert gzip.decompress((tmp_path / str(len(large)) / "test.log.gz").read_bytes()).decode() == large
     assert read_test_log(tmp_path) == ""
-
-
-@pytest.fixture(scope="module")
-def official():
-    harness = official_harness()
-    if harness is None:
-        unavailable(
-            "swebench", "pip install --no-deps swebench==5.0.2 unidiff==1.0.1 (scripts/setup.sh does)"
-        )
-    return harness
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "a",
-           "GIT_COMMITTER_EMAIL": "a@x", "PATH": os.environ["PATH"]}  # fmt: skip
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
-
-
-def commit(repo: Path, files: dict[str, str], message: str) -> str:
-    for rel, text in files.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD").strip()
 
 
 MANY = (
@@ -105,11 +76,11 @@ async def test_swe_bench_grades_arborls_stored_logs_as_arborl_did(
     task = to_code_task(
         inst, repo_files=find_repository(inst.repo, [tmp_path / "repos"]).files_at(inst.base_commit)
     )
-    inst, env = swe_parts(task)
+    inst, _ = swe_parts(task)
     spec = gymnasium.make("arborl/Code-v0").unwrapped.sandbox_spec(task)
     patches = {"gold": inst.patch, "breaks_one": breaking}
     async with SandboxPool(docker_backend, PoolConfig(max_size=2)) as pool:
-        grades = {name: await grade_swe(pool, spec, inst, env, patch) for name, patch in patches.items()}
+        grades = {name: await grade_swe(pool, spec, task, patch) for name, patch in patches.items()}
     assert grades["gold"].status == "FULL" and grades["breaks_one"].status == "NO"
     broken_test = "tests/test_many.py::test_scaling_keeps_every_small_value_in_order[7]"
     assert grades["breaks_one"].PASS_TO_PASS["failure"] == [broken_test]

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gitrepo import commit, git
 
 from arborl.eval.config import EvalConfig
 from arborl.eval.predictions import PredictionsError, load_predictions
@@ -124,21 +125,6 @@ def test_a_gold_patch_that_does_not_resolve_is_an_environment_error(docker_backe
     assert "likely cause: the test command did not run" in why and "`test_cmd`" in why
 
 
-def git(cwd: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "a",
-           "GIT_COMMITTER_EMAIL": "a@x", "PATH": os.environ["PATH"]}  # fmt: skip
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
-
-
-def commit(repo: Path, files: dict[str, str], message: str) -> str:
-    for rel, text in files.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD").strip()
-
-
 def fix_instance(repo: Path, name: str, base: str, fix: str, f2p: list[str], p2p: list[str]) -> dict:
     """A SWE-bench instance from a fix commit: the code diff is the patch, the test diff the test patch."""
     return {
@@ -216,7 +202,7 @@ def test_a_src_layout_repository_resolves_without_an_environment(docker_backend,
         )
         assert res.returncode == 0, res.stdout + res.stderr
         s = json.loads((tmp_path / f"run-{images}/summary.json").read_text())
-        assert s["resolved"] == 1 and s["samples"] == 1 and s["env_errors"] == 1, (images, s)
+        assert s["resolved"] == 1 and s["samples"] == 2 and s["env_errors"] == 1, (images, s)
         why = (tmp_path / f"run-{images}/instances/me__tool-2/sample-0/error.txt").read_text()
         assert "cannot import 'nodep_for_arborl'" in why and "`pip`" in why, why
         assert "`python_path`" in why and "swe.environments" in why

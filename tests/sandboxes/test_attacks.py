@@ -315,3 +315,19 @@ async def test_the_id_dropping_helper_is_read_only_and_useless_to_the_agent(back
         # and the server was told to start agent commands through it
         res = await sb.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '", user="root")
         assert "server.main" in res.stdout and f"--drop {IN_SANDBOX}" in res.stdout, res.output
+
+
+async def test_a_fifo_where_the_harness_reads_or_writes_does_not_hang_it(backend):
+    """A FIFO opens only when its other end does: the harness must refuse it, not wait."""
+    async with await backend.create(SMALL) as sb:
+        assert (await sb.exec("mkfifo /workspace/result.txt /workspace/hidden.py")).ok
+        for op in (
+            sb.read_file("/workspace/result.txt"),
+            sb.read_file("/workspace/result.txt", user="root"),
+            sb.write_file("/workspace/result.txt", "x"),
+            sb.write_file("/workspace/result.txt", "x", user="root"),
+            sb.upload({"hidden.py": "x = 1\n"}, "/workspace"),
+        ):
+            with pytest.raises(SandboxOpError, match="not a regular file"):
+                await asyncio.wait_for(op, timeout=10)
+        assert (await sb.exec("echo alive")).stdout == "alive\n"

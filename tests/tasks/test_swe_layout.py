@@ -130,7 +130,7 @@ def test_a_code_task_from_a_src_layout_runs_with_its_package_dir():
     task = to_code_task(instance(), repo_files={"src/tool/__init__.py": b"", "tests/test_tool.py": b""})
     _, env = swe_parts(task)
     assert env.python_path == ("src",) and task.test_command.startswith("PYTHONPATH=$PWD/src")
-    spec = json.loads(task.hidden_files[".arborl/spec.json"])
+    spec = json.loads(task.verifier_files["spec.json"])
     assert spec["test_cmd"] == env.eval_test_cmd and "PYTHONPATH=$PWD/src" in spec["test_cmd"]
 
 

@@ -11,23 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from arborl_require import unavailable
 
 from arborl.tasks.swebench import grade, parse_log
-from arborl.tasks.swebench.official import OFFICIAL, official_harness, official_parser, read_statuses
+from arborl.tasks.swebench.official import OFFICIAL, official_parser, read_statuses
 
 LOGS = Path(__file__).with_name("data") / "logs"
 STATUS = {"RESOLVED_FULL": "FULL", "RESOLVED_PARTIAL": "PARTIAL", "RESOLVED_NO": "NO"}
-
-
-@pytest.fixture(scope="module")
-def official():
-    harness = official_harness()
-    if harness is None:
-        unavailable(
-            "swebench", "pip install --no-deps swebench==5.0.2 unidiff==1.0.1 (scripts/setup.sh does)"
-        )
-    return harness
 
 
 DEMO = """
