@@ -10,6 +10,9 @@ an uncaught MemoryError in the harness.
 from __future__ import annotations
 
 import zlib
+from typing import Literal
+
+from arborl.sandboxes import ExecResult
 
 
 class OutputTooLarge(Exception):
@@ -29,3 +32,10 @@ def gunzip_bounded(data: bytes, limit: int, what: str = "the data") -> bytes:
     if not inflate.eof:
         raise ValueError(f"{what} is a truncated gzip stream")
     return out
+
+
+def bounded_stream(r: ExecResult, stream: Literal["stdout", "stderr"], limit: int, what: str) -> str:
+    """`r`'s stdout or stderr, run with `max_output=limit`; OutputTooLarge if it was cut."""
+    if (r.stdout_bytes if stream == "stdout" else r.stderr_bytes) > limit:
+        raise OutputTooLarge(f"{what}: its {stream} is larger than {limit} bytes, the most the harness reads")
+    return r.stdout if stream == "stdout" else r.stderr

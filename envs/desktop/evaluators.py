@@ -20,14 +20,14 @@ import json
 import logging
 import shutil
 from collections import Counter
-from typing import Any
+from typing import Any, Literal
 
 from arborl.sandboxes import SandboxCrashed, SandboxFileNotFound, SandboxOpError, SandboxUnresponsive
 from arborl.tasks.osworld import OSWorldEvaluator, OSWorldGetter, cached_cloud_file, getter_files
 
 from . import commands
 from .a11y import read_tree, terminal_output
-from .bounds import OutputTooLarge
+from .bounds import OutputTooLarge, bounded_stream
 from .osworld_metrics import METRIC_FUNCS
 from .steps import StepContext, run_steps
 from .trusted import run_python
@@ -83,15 +83,13 @@ def _cloud_file(ctx: StepContext, p: dict[str, Any]) -> Any:
     return _given(p, local)
 
 
-async def _command(ctx: StepContext, p: dict[str, Any], stream: str) -> str:
+async def _command(ctx: StepContext, p: dict[str, Any], stream: Literal["stdout", "stderr"]) -> str:
     r = await ctx.sandbox.exec(
         timeout=ctx.command_timeout_s,
         max_output=MAX_COMMAND_OUTPUT,
         **commands.exec_args(p["command"], bool(p.get("shell", False)), ctx.display.env),
     )
-    if (r.stdout_bytes if stream == "stdout" else r.stderr_bytes) > MAX_COMMAND_OUTPUT:
-        raise OutputTooLarge(f"the command's {stream} is larger than {MAX_COMMAND_OUTPUT} bytes")
-    return r.stdout if stream == "stdout" else r.stderr
+    return bounded_stream(r, stream, MAX_COMMAND_OUTPUT, "the getter's command")
 
 
 #: OSWorld's directory tree ({"type": "directory", "name", "children": [...]}) of the task's

@@ -240,8 +240,7 @@ class XDisplay:
             max_output=MAX_LISTING,
         )
         out = r.stdout
-        if _NOX.search(out):
-            raise DisplayError(f"the X display {self.display} is not running (the X server has exited)")
+        self._check_x(out)
         act = _parse_act(out, len(action_lines), r.timed_out)
         windows = parse_windows(out)
         listing_error = (
@@ -277,9 +276,12 @@ class XDisplay:
             timeout=30,
             max_output=MAX_LISTING,
         )
-        if _NOX.search(r.stdout):
-            raise DisplayError(f"the X display {self.display} is not running (the X server has exited)")
+        self._check_x(r.stdout)
         return parse_windows(r.stdout)
+
+    def _check_x(self, listing: str) -> None:
+        if _NOX.search(listing):
+            raise DisplayError(f"the X display {self.display} is not running (the X server has exited)")
 
     def blank(self) -> np.ndarray:
         """What the observation shows when there is no screenshot."""

@@ -25,7 +25,7 @@ from arborl.tasks.osworld import OSWorldStep, cached_download, open_with, resolv
 from ..base import TaskError
 from ..sandboxed import TimedSandbox
 from . import commands
-from .bounds import OutputTooLarge
+from .bounds import OutputTooLarge, bounded_stream
 from .commands import ActionError
 from .screen import RUN_DIR, Window, XDisplay
 
@@ -235,16 +235,10 @@ async def _execute(ctx: StepContext, p: dict[str, Any]) -> dict[str, Any]:
     while True:
         attempts += 1
         r = await ctx.sandbox.exec(timeout=ctx.command_timeout_s, max_output=MAX_SAVED_OUTPUT, **options)
-        if (p.get("stdout") and r.stdout_bytes > MAX_SAVED_OUTPUT) or (
-            p.get("stderr") and r.stderr_bytes > MAX_SAVED_OUTPUT
-        ):
-            raise OutputTooLarge(
-                f"{shlex.join(cmd)[:200]} printed more than {MAX_SAVED_OUTPUT} bytes, the most a step may save"
-            )
-        if p.get("stdout"):
-            (ctx.cache_dir / str(p["stdout"])).write_text(r.stdout)
-        if p.get("stderr"):
-            (ctx.cache_dir / str(p["stderr"])).write_text(r.stderr)
+        for stream in ("stdout", "stderr"):
+            if p.get(stream):
+                text = bounded_stream(r, stream, MAX_SAVED_OUTPUT, shlex.join(cmd)[:200])
+                (ctx.cache_dir / str(p[stream])).write_text(text)
         done = not until or (
             ("returncode" in until and r.exit_code == until["returncode"])
             or ("stdout" in until and until["stdout"] in r.stdout)
