@@ -33,6 +33,8 @@ CATEGORIES = [
     (r"open: no application for '([^']+)'", r"open of \1 files"),
     (r"download: .* is not in the download cache", "download not in the cache"),
     (r"cloud_file: .* is not in the download cache", "cloud_file not in the cache"),
+    (r"needs the agent to be root", "needs the agent to be root"),
+    (r"runs as root after the agent has acted", "a root step on the agent's files after it acted"),
 ]
 
 

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .osworld_root import agent_root_problem, root_after_agent
 from .osworld_tables import table_rules_problem
 from .spec import Task
 
@@ -41,6 +42,10 @@ DATA_DIR = Path(__file__).with_name("data")
 
 class UnsupportedOSWorldFeature(ValueError):
     """A task uses a setup step, getter, metric or option the desktop env cannot run."""
+
+
+class TaskNeedsRoot(UnsupportedOSWorldFeature):
+    """The task needs root where the desktop sandbox gives none (`osworld_root.py`)."""
 
 
 # ---- the vocabulary the desktop env implements ------------------------------------------
@@ -314,6 +319,22 @@ class DesktopTask(Task):
     )
 
     @model_validator(mode="after")
+    def _no_root_for_the_agent(self) -> DesktopTask:
+        ev = self.evaluator
+        after_agent = [
+            (f"postconfig step {i + 1}", s.parameters.get("command")) for i, s in enumerate(ev.postconfig)
+        ]
+        after_agent += [
+            (f"getter {g.type}", g.params.get("command")) for g in (*ev.result, *ev.expected) if g is not None
+        ]
+        problem = agent_root_problem(self.id, self.instruction, ev.infeasible) or root_after_agent(
+            after_agent
+        )
+        if problem:
+            raise TaskNeedsRoot(problem)
+        return self
+
+    @model_validator(mode="after")
     def _uploads_exist(self) -> DesktopTask:
         for step in (*self.config, *self.evaluator.postconfig):
             if step.type == "upload_file":
@@ -532,10 +553,12 @@ def load_osworld_task(
     except UnsupportedOSWorldFeature as e:
         raise UnsupportedOSWorldFeature(f"{where}: {e}") from None
     except ValidationError as e:
-        unsupported = any(
-            isinstance((err.get("ctx") or {}).get("error"), UnsupportedOSWorldFeature) for err in e.errors()
-        )
-        kind = UnsupportedOSWorldFeature if unsupported else ValueError
+        causes = [(err.get("ctx") or {}).get("error") for err in e.errors()]
+        kind: type[ValueError] = ValueError
+        for typed in (TaskNeedsRoot, UnsupportedOSWorldFeature):
+            if any(isinstance(c, typed) for c in causes):
+                kind = typed
+                break
         raise kind(f"{where}: {_brief(e)}") from None
 
 
@@ -543,17 +566,38 @@ def _brief(e: ValidationError) -> str:
     parts = []
     for err in e.errors():
         loc = ".".join(str(x) for x in err["loc"])
-        parts.append(f"{loc}: {err['msg'].removeprefix('Value error, ')}" if loc else err["msg"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
 
 
 def load_osworld_dir(directory: str | Path) -> list[DesktopTask]:
-    """Every `*.json` task file under `directory` (sorted by path), `gold.json` excepted."""
+    """Every `*.json` task file under `directory` (sorted by path), `gold.json` excepted.
+
+    A folder with any file that cannot run is refused as a whole, the error counting them
+    (how many need root) and giving each one's reason: a suite never runs short silently."""
     root = Path(directory)
     files = sorted(p for p in root.rglob("*.json") if p.name != GOLD_FILE)
     if not files:
         raise ValueError(f"no OSWorld task files under {root}")
-    return [load_osworld_task(p) for p in files]
+    tasks, refused = [], []
+    for p in files:
+        try:
+            tasks.append(load_osworld_task(p))
+        except ValueError as e:
+            refused.append(e)
+    if refused:
+        kind: type[ValueError] = ValueError
+        for typed in (TaskNeedsRoot, UnsupportedOSWorldFeature):
+            if all(isinstance(e, typed) for e in refused):
+                kind = typed
+                break
+        root_count = sum(isinstance(e, TaskNeedsRoot) for e in refused)
+        raise kind(
+            f"{len(refused)} of {len(files)} task files under {root} cannot run here "
+            f"({root_count} of them need root): " + "; ".join(str(e) for e in refused)
+        )
+    return tasks
 
 
 # ---- the desktop-mini suite ---------------------------------------------------------------

@@ -11,7 +11,14 @@ and prints XML in OSWorld's form: one element per accessible named by its role (
 `text`, ...), with `name`, the states (`st:focused="true"`), the object attributes (`attr:`),
 its screen position and size (`cp:screencoord="(x, y)"`, `cp:size="(w, h)"`) and its text.
 Only showing, visible objects are listed (as OSWorld's observation filter does), at most
-`MAX_NODES` of them. X-only programs (xterm, openbox's frames) have no accessible objects.
+`MAX_NODES` of them, each name, attribute and text cut short, at most `MAX_DEPTH` deep.
+X-only programs (xterm, openbox's frames) have no accessible objects.
+
+The script runs as the harness's own Python (`trusted.run_python`: as the desktop user, whose
+apps alone AT-SPI lets read them, but execute-only, isolated and in `/`), so the agent can
+neither replace what it prints nor trace it. What the tree says is what the apps, the agent's
+processes, tell AT-SPI: an agent that serves its own accessible objects shapes the tree, as in
+OSWorld, where the agent's apps are the tree too.
 """
 
 from __future__ import annotations
@@ -19,19 +26,23 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from ..sandboxed import TimedSandbox
+from .trusted import run_python
 
 ST = "https://accessibility.ubuntu.example.org/ns/state"
 ATTR = "https://accessibility.ubuntu.example.org/ns/attributes"
 CP = "https://accessibility.ubuntu.example.org/ns/component"
 MAX_NODES = 3000
 MAX_TEXT = 500
+MAX_ATTRS = 64
+MAX_DEPTH = 200
+MAX_TREE_BYTES = 16 << 20  # the most the harness reads; a larger tree is OutputTooLarge
 
 #: Runs in the sandbox (python3 with pyatspi); prints the tree as XML on stdout.
 TREE_SCRIPT = f"""
 import sys, xml.etree.ElementTree as ET
 import pyatspi
 ST, ATTR, CP = {ST!r}, {ATTR!r}, {CP!r}
-MAX_NODES, MAX_TEXT = {MAX_NODES}, {MAX_TEXT}
+MAX_NODES, MAX_TEXT, MAX_ATTRS, MAX_DEPTH = {MAX_NODES}, {MAX_TEXT}, {MAX_ATTRS}, {MAX_DEPTH}
 count = 0
 
 def state_names(node):
@@ -43,18 +54,20 @@ def state_names(node):
 def element(node, depth):
     global count
     states = state_names(node)
-    role = (node.getRoleName() or "unknown").replace(" ", "-")
-    if depth > 1 and ("showing" not in states or "visible" not in states):
+    role = (node.getRoleName() or "unknown").replace(" ", "-")[:64]
+    if not role.replace("-", "").isalnum():
+        role = "unknown"
+    if depth > MAX_DEPTH or (depth > 1 and ("showing" not in states or "visible" not in states)):
         return None
     count += 1
-    e = ET.Element(role, {{"name": node.name or ""}})
+    e = ET.Element(role, {{"name": (node.name or "")[:MAX_TEXT]}})
     for s in states:
         e.set("{{%s}}%s" % (ST, s.replace(" ", "-")), "true")
     try:
-        for kv in node.getAttributes():
+        for kv in node.getAttributes()[:MAX_ATTRS]:
             k, _, v = kv.partition(":")
-            if k.replace("-", "").replace("_", "").isalnum():
-                e.set("{{%s}}%s" % (ATTR, k), v)
+            if k.replace("-", "").replace("_", "").isalnum() and len(k) <= 64:
+                e.set("{{%s}}%s" % (ATTR, k), v[:MAX_TEXT])
     except Exception:
         pass
     try:
@@ -97,8 +110,12 @@ sys.stdout.write(ET.tostring(root, encoding="unicode"))
 
 
 async def read_tree(sb: TimedSandbox, env: dict[str, str], timeout: float = 30.0) -> str:
-    """The desktop's accessibility tree as XML ("" when the registry cannot be read)."""
-    r = await sb.exec(["python3", "-c", TREE_SCRIPT], timeout=timeout, env=env, max_output=16 << 20)
+    """The desktop's accessibility tree as XML ("" when the registry cannot be read).
+
+    Raises OutputTooLarge when it is larger than `MAX_TREE_BYTES`."""
+    r = await run_python(
+        sb, TREE_SCRIPT, what="the accessibility tree", env=env, timeout=timeout, max_output=MAX_TREE_BYTES
+    )
     return r.stdout if r.exit_code == 0 and r.stdout.startswith("<desktop-frame") else ""
 
 

@@ -5,14 +5,22 @@ OSWorld's tasks are written for its Ubuntu VM, where a server running as user `u
 
 - `shell: true` commands run under `/bin/sh -c` (dash on Debian), as OSWorld's server runs
   them with `subprocess.run(..., shell=True)`; `echo -e` then behaves as dash's.
-- `python` as a program means the sandbox's `python3`.
-- A command that calls `sudo` runs as root, with the desktop user's HOME / USER / LOGNAME and
-  a `sudo` shim first on PATH (`SUDO_SHIM`, installed by the env). The shim accepts sudo's
-  usual options (`-S` reads and drops the password line from stdin, `-u`, `-E`, `-H`, `-k`,
-  `-p`) and runs the command when its caller is root; called by anyone else it fails with a
-  message. The agent's own processes never get root (containers run with
-  `no-new-privileges`), so tasks whose *agent* must `sudo` cannot be solved here; setup and
-  evaluation steps that use it work.
+- `python` as a program means the sandbox's `python3`. Python started this way, as the
+  desktop user, never loads code the agent planted: no user site (`PYTHONNOUSERSITE`) and
+  neither the working directory nor a script's own directory on `sys.path` (`PYTHONSAFEPATH`;
+  a task script that imports a module beside it would need `PYTHONPATH`).
+- A command that calls `sudo` runs as root, and nothing of the agent reaches it: `env -i`
+  with a fixed PATH (the `sudo` shim first), working directory `/`, and no HOME in its
+  environment. Only its outer shell knows HOME, as the desktop user's (a shell variable, not
+  exported), so that `sudo mkdir ~/Desktop/x` means the user's Desktop, as the user's own
+  shell expands it in OSWorld; the programs it starts find root's home (`/root`), and what
+  `sudo` starts gets `HOME=/root` and a clean environment again (`SUDO_SHIM`).
+- The shim (`/opt/arborl-desktop/bin/sudo`, written by root at sandbox setup, first on the agent's
+  PATH too) accepts sudo's usual options (`-S` reads and drops the password line from stdin,
+  `-u`, `-E`, `-H`, `-k`, `-p`) and runs the command when its caller is root. Called by the
+  agent it says that the agent has no root here: root in the sandbox could reach its own
+  evaluation, so tasks whose agent must elevate are refused at load
+  (`arborl.tasks.osworld_root`); setup steps that use `sudo` work.
 - A `python -c "import pyautogui; ..."` setup command is not run in the sandbox: its calls
   are parsed as the agent's actions are and replayed with xdotool, their coordinates scaled
   from OSWorld's 1920x1080 screen to this one (`replay_pyautogui`); a Ctrl+Alt shortcut
@@ -23,19 +31,28 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any
+
+from arborl.tasks.osworld_root import uses_sudo
 
 from .actions import ActionError, parse_actions, to_commands
 
 HOME = "/home/agent"
 OSWORLD_SCREEN = (1920, 1080)
-SHIM_DIR = "/opt/arborl/bin"
-ROOT_PATH = f"{SHIM_DIR}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_SUDO = re.compile(r"(^|[\s;&|(`])sudo(\s|$)")
+# Not /opt/arborl: that is the sandbox server's, and the local backend makes it root-only.
+SHIM_DIR = "/opt/arborl-desktop/bin"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: PATH of root's commands and of the agent's (`DesktopEnv`'s sandbox spec): the shim first.
+ROOT_PATH = f"{SHIM_DIR}:{SYSTEM_PATH}"
+AGENT_PATH = f"{SHIM_DIR}:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+#: Python the harness starts as the desktop user loads nothing from the agent's files.
+AGENT_PYTHON_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1"}
+ROOT_WORKDIR = "/"  # root's commands run where the agent cannot write
 
 SUDO_SHIM = r"""#!/bin/sh
-# arborl's sudo for OSWorld's setup steps: the harness runs those as root. This never
-# elevates: a caller that is not root is refused (containers run with no-new-privileges).
+# arborl's sudo. Root (the harness's setup steps) runs the command in a clean environment with
+# root's own HOME; anyone else, the agent included, is refused: the agent has no root here.
 user=root
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -44,20 +61,21 @@ while [ $# -gt 0 ]; do
     -p|--prompt) shift 2 ;;
     -E|-H|-k|-n|-i|--preserve-env|--set-home|--reset-timestamp|--non-interactive|--login) shift ;;
     --) shift; break ;;
-    -*) echo "sudo (arborl shim): unsupported option $1" >&2; exit 1 ;;
+    -*) echo "sudo (arborl): unsupported option $1" >&2; exit 1 ;;
     *) break ;;
   esac
 done
 if [ "$(id -u)" != 0 ]; then
-  echo "sudo (arborl shim): cannot elevate here: the agent has no root in this sandbox" >&2
+  echo "sudo: not available: this sandbox gives you no root (no sudo, no su), so commands that need root cannot run here" >&2
   exit 1
 fi
 [ $# -gt 0 ] || { echo "usage: sudo [-S] [-u user] command ..." >&2; exit 1; }
+clean="PATH=@ROOT_PATH@ LANG=C.UTF-8${DISPLAY:+ DISPLAY=$DISPLAY}"
 if [ "$user" != root ] && [ "$user" != 0 ]; then
-  exec su -s /bin/sh "$user" -c 'exec "$0" "$@"' -- "$@"
+  exec /usr/bin/env -i $clean su -s /bin/sh "$user" -c 'exec "$0" "$@"' -- "$@"
 fi
-exec "$@"
-"""
+exec /usr/bin/env -i $clean HOME=/root USER=root LOGNAME=root "$@"
+""".replace("@ROOT_PATH@", ROOT_PATH)
 
 
 def vm_path(path: str) -> str:
@@ -65,11 +83,6 @@ def vm_path(path: str) -> str:
     if path == "/home/user" or path.startswith("/home/user/"):
         return HOME + path[len("/home/user") :]
     return path if path.startswith("/") else f"{HOME}/{path}"
-
-
-def uses_sudo(command: str | list[str]) -> bool:
-    text = command if isinstance(command, str) else " ".join(command)
-    return bool(_SUDO.search(text))
 
 
 def argv(command: str | list[str], shell: bool = False) -> list[str]:
@@ -82,14 +95,32 @@ def argv(command: str | list[str], shell: bool = False) -> list[str]:
     return argv(shlex.split(command))
 
 
-def exec_options(command: str | list[str], display_env: dict[str, str]) -> dict[str, Any]:
-    """`Sandbox.exec` keyword arguments for an OSWorld command (root with the shim for sudo)."""
-    env = dict(display_env)
-    options: dict[str, Any] = {"workdir": HOME, "env": env}
-    if uses_sudo(command):
-        env.update({"HOME": HOME, "USER": "agent", "LOGNAME": "agent", "PATH": ROOT_PATH})
-        options["user"] = "root"
-    return options
+def root_argv(words: list[str], display: str | None = None, home: str = "/root") -> list[str]:
+    """`words` run by `env -i`: a fixed PATH, root's HOME (none with `home=""`), the display."""
+    env = [f"PATH={ROOT_PATH}", "LANG=C.UTF-8"]
+    if home:
+        env += [f"HOME={home}", "USER=root", "LOGNAME=root"]
+    if display:
+        env.append(f"DISPLAY={display}")
+    return ["/usr/bin/env", "-i", *env, *words]
+
+
+def exec_args(command: str | list[str], shell: bool, display_env: Mapping[str, str]) -> dict[str, Any]:
+    """`Sandbox.exec` keyword arguments, `cmd` included, for an OSWorld command: as the
+    desktop user in its home, or, for one that calls `sudo`, as root in a clean environment."""
+    words = argv(command, shell)
+    if not uses_sudo(command):
+        return {"cmd": words, "workdir": HOME, "env": {**display_env, **AGENT_PYTHON_ENV}}
+    display = display_env.get("DISPLAY")
+    if words[:2] == ["/bin/sh", "-c"]:
+        # The outer shell expands `~` as the desktop user's shell would, and exports no HOME.
+        script = f"HOME={HOME}\n{words[2]}"
+        return {
+            "cmd": root_argv(["/bin/sh", "-c", script], display, home=""),
+            "workdir": ROOT_WORKDIR,
+            "user": "root",
+        }
+    return {"cmd": root_argv(words, display), "workdir": ROOT_WORKDIR, "user": "root"}
 
 
 def pyautogui_code(command: str | list[str]) -> str | None:
@@ -138,15 +169,19 @@ _WAIT_ACTIVE_CHANGE = (
 
 
 __all__ = [
+    "AGENT_PATH",
+    "AGENT_PYTHON_ENV",
     "HOME",
     "OSWORLD_SCREEN",
     "ROOT_PATH",
+    "ROOT_WORKDIR",
     "SHIM_DIR",
     "SUDO_SHIM",
     "ActionError",
     "argv",
-    "exec_options",
+    "exec_args",
     "pyautogui_code",
     "replay_lines",
+    "root_argv",
     "uses_sudo",
 ]

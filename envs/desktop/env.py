@@ -37,10 +37,12 @@ from ..sandboxed import SandboxEnv
 from ..spaces import UnicodeText, chat_observation_space
 from .a11y import linearize, read_tree
 from .actions import ActionError, describe, parse_actions, to_commands
-from .commands import SHIM_DIR, SUDO_SHIM
+from .bounds import OutputTooLarge
+from .commands import AGENT_PATH, SHIM_DIR, SUDO_SHIM
 from .evaluators import evaluate, uses_a11y
 from .screen import DisplayError, Screen, XDisplay
 from .steps import StepContext, run_steps
+from .trusted import INSTALL_HARNESS_PYTHON
 
 log = logging.getLogger(__name__)
 
@@ -179,19 +181,26 @@ class DesktopEnv(SandboxEnv):
             # `memory` a `gsettings set` persists (in ~/.config/glib-2.0/settings/keyfile).
             # The same for every task (so sandboxes are reused); with AT-SPI on, the display's
             # env (passed to every command) turns the bridge on and names the session bus.
-            env={"DISPLAY": self.display.display, "NO_AT_BRIDGE": "1", "GSETTINGS_BACKEND": "keyfile"},
+            # PATH: the sudo shim first, so that the agent's `sudo` says why it cannot elevate.
+            env={
+                "DISPLAY": self.display.display,
+                "NO_AT_BRIDGE": "1",
+                "GSETTINGS_BACKEND": "keyfile",
+                "PATH": AGENT_PATH,
+            },
             files=DESKTOP_FILES,
             setup=(
                 # OSWorld's conventions (see `commands`): ~/Desktop, /home/user for its user's
-                # home, and the sudo shim that root-run setup steps find first on their PATH,
-                # written by root where the agent cannot change it.
+                # home, and the sudo shim first on every PATH, written by root where the agent
+                # cannot change it; and the harness's own execute-only Python (`trusted`).
                 # Ctrl+Alt+T opens a terminal, as on OSWorld's Ubuntu (setup steps press it): a
                 # VTE one (LXTerminal), whose text AT-SPI reads, as OSWorld's GNOME Terminal.
                 f"mkdir -p {HOME}/.config/openbox && sed 's#</keyboard>#{_TERMINAL_KEY}</keyboard>#' "
                 f"/etc/xdg/openbox/rc.xml > {HOME}/.config/openbox/rc.xml",
                 f"mkdir -p {HOME}/Desktop && chown -R {user}: {HOME}",
                 f"[ -e /home/user ] || ln -s {HOME} /home/user",
-                f"mkdir -p {SHIM_DIR} && echo {_SHIM_B64} | base64 -d > {SHIM_DIR}/sudo && chmod 755 {SHIM_DIR}/sudo",
+                f"install -d -m 0755 {SHIM_DIR} && echo {_SHIM_B64} | base64 -d > {SHIM_DIR}/sudo && chmod 755 {SHIM_DIR}/sudo",
+                INSTALL_HARNESS_PYTHON,
             ),
             limits=self.limits,
         )
@@ -247,8 +256,12 @@ class DesktopEnv(SandboxEnv):
         w, h = self.display.width, self.display.height
         text = self._screen.describe(w, h)
         if self.observes_tree:
-            self._tree = await read_tree(self.sandbox, self.display.env)
-            text += f"\n\nAccessibility tree:\n{linearize(self._tree)}"
+            try:
+                self._tree = await read_tree(self.sandbox, self.display.env)
+                text += f"\n\nAccessibility tree:\n{linearize(self._tree)}"
+            except OutputTooLarge as e:
+                self._tree = ""
+                text += f"\n\nAccessibility tree: not shown: {e}"
         return text
 
     def reset_info(self) -> dict[str, Any]:

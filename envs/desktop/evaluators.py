@@ -7,27 +7,35 @@ scores 1 only when the agent's last action was FAIL, and a feasible one scores 0
 several metrics combine with `conj` "and" (any 0 → 0, else the mean) or "or" (any 1 → 1,
 else the best). A getter that finds no file gives None (file metrics score it 0). A metric
 that raises scores 0 with the error in `details`, so an odd agent output cannot crash training.
+
+Getters read the sandbox out of the agent's reach (`trusted`): the harness's own Python for
+listings and file tests, root for the window list, task commands as the desktop user (as in
+OSWorld) with no user site; every read is bounded (`bounds`), and a read past its bound, the
+agent's doing, scores 0 with the reason (`OutputTooLarge`), in `postconfig` too.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shlex
 import shutil
 from collections import Counter
-from typing import Any
+from typing import Any, Literal
 
-from arborl.sandboxes import SandboxCrashed, SandboxFileNotFound, SandboxUnresponsive
+from arborl.sandboxes import SandboxCrashed, SandboxFileNotFound, SandboxOpError, SandboxUnresponsive
 from arborl.tasks.osworld import OSWorldEvaluator, OSWorldGetter, cached_cloud_file, getter_files
 
 from . import commands
 from .a11y import read_tree, terminal_output
+from .bounds import OutputTooLarge, bounded_stream
 from .osworld_metrics import METRIC_FUNCS
 from .steps import StepContext, run_steps
+from .trusted import run_python
 
 log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_COMMAND_OUTPUT = 8 << 20  # per stream, a `vm_command_line` / `vm_command_error` getter's
+MAX_LISTING_ENTRIES = 100_000  # a `list_directory` tree's files and directories
 
 
 def _given(p: dict[str, Any], local: list[str | None]) -> Any:
@@ -44,8 +52,10 @@ async def _vm_file(ctx: StepContext, p: dict[str, Any]) -> Any:
             data = await ctx.sandbox.read_file(path, max_bytes=MAX_FILE_BYTES)
         except SandboxFileNotFound:
             data = None
-        except Exception as e:  # a directory, unreadable, too large: as OSWorld, "no file"
-            log.info("vm_file %s: %s", path, e)
+        except SandboxOpError as e:
+            if "is larger than" in str(e):  # the server's refusal of a file past max_bytes
+                raise OutputTooLarge(f"vm_file {path} is larger than {MAX_FILE_BYTES} bytes") from None
+            log.info("vm_file %s: %s", path, e)  # a directory, unreadable: as OSWorld, "no file"
             data = None
         target = ctx.cache_dir / dest
         if data is not None:
@@ -73,29 +83,50 @@ def _cloud_file(ctx: StepContext, p: dict[str, Any]) -> Any:
     return _given(p, local)
 
 
-async def _command(ctx: StepContext, p: dict[str, Any], stream: str) -> str:
+async def _command(ctx: StepContext, p: dict[str, Any], stream: Literal["stdout", "stderr"]) -> str:
     r = await ctx.sandbox.exec(
-        commands.argv(p["command"], bool(p.get("shell", False))),
         timeout=ctx.command_timeout_s,
-        **commands.exec_options(p["command"], ctx.display.env),
+        max_output=MAX_COMMAND_OUTPUT,
+        **commands.exec_args(p["command"], bool(p.get("shell", False)), ctx.display.env),
     )
-    return r.stdout if stream == "stdout" else r.stderr
+    return bounded_stream(r, stream, MAX_COMMAND_OUTPUT, "the getter's command")
+
+
+#: OSWorld's directory tree ({"type": "directory", "name", "children": [...]}) of the task's
+#: path, walked without following the symbolic links in it (a link is listed as a file: the
+#: agent's links cannot lead the walk elsewhere), at most `MAX_LISTING_ENTRIES` entries
+#: (exit 3 past them).
+_LIST_SCRIPT = """
+import json, os, sys
+left = int(sys.argv[2])
+def tree(p, name):
+    global left
+    kids = []
+    for e in sorted(os.scandir(p), key=lambda e: e.name):
+        left -= 1
+        if left < 0:
+            sys.exit(3)
+        d = e.is_dir(follow_symlinks=False)
+        kids.append(tree(e.path, e.name) if d else {"type": "file", "name": e.name})
+    return {"type": "directory", "name": name, "children": kids}
+p = sys.argv[1]
+print(json.dumps(tree(p, os.path.basename(p.rstrip("/")) or p) if os.path.isdir(p) else None))
+"""
 
 
 async def _list_directory(ctx: StepContext, p: dict[str, Any]) -> dict[str, Any] | None:
     """OSWorld's directory tree: {"type": "directory", "name", "children": [...]}."""
-    script = (
-        "import json, os, sys\n"
-        "def tree(p):\n"
-        "    if not os.path.isdir(p): return {'type': 'file', 'name': os.path.basename(p)}\n"
-        "    kids = sorted(os.listdir(p))\n"
-        "    return {'type': 'directory', 'name': os.path.basename(p.rstrip('/')) or p,\n"
-        "            'children': [tree(os.path.join(p, k)) for k in kids]}\n"
-        "p = sys.argv[1]\n"
-        "print(json.dumps(tree(p) if os.path.isdir(p) else None))\n"
-    )
-    r = await ctx.sandbox.exec(["python3", "-c", script, str(p["path"])], timeout=60, max_output=8 << 20)
+    args = [str(p["path"]), str(MAX_LISTING_ENTRIES)]
+    r = await run_python(ctx.sandbox, _LIST_SCRIPT, args, what="the directory listing", timeout=60)
+    if r.exit_code == 3:
+        raise OutputTooLarge(f"{p['path']} holds more than {MAX_LISTING_ENTRIES} files and directories")
     return json.loads(r.stdout) if r.exit_code == 0 and r.stdout.strip() else None
+
+
+async def _file_exists(ctx: StepContext, path: str) -> bool:
+    code = "import os, sys; sys.exit(0 if os.path.exists(sys.argv[1]) else 1)"
+    r = await run_python(ctx.sandbox, code, [path], what="a file test", timeout=10, max_output=4096)
+    return r.exit_code == 0
 
 
 #: The video MIME types (video/...) whose default app OSWorld's `default_video_player` asks
@@ -117,9 +148,9 @@ async def _default_video_player(ctx: StepContext) -> str:
     loop = (
         f"for t in {' '.join(VIDEO_TYPES)}; do xdg-mime query default video/$t 2>/dev/null; echo {_END}; done"
     )
-    r = await ctx.sandbox.exec(
-        ["/bin/sh", "-c", loop], timeout=120, **commands.exec_options(loop, ctx.display.env)
-    )
+    r = await ctx.sandbox.exec(timeout=120, **commands.exec_args(loop, True, ctx.display.env))
+    if r.truncated:
+        raise OutputTooLarge("xdg-mime's answers are larger than the harness reads")
     apps = [a.lstrip("\n") for a in r.stdout.split(_END)[: len(VIDEO_TYPES)]]
     apps = [a for a in apps if a]
     return Counter(apps).most_common(1)[0][0] if apps else "unknown"
@@ -155,9 +186,7 @@ async def get(getter: OSWorldGetter | None, ctx: StepContext) -> Any:
     if kind == "list_directory":
         return await _list_directory(ctx, p)
     if kind == "vm_file_exists_in_vm_folder":
-        path = f"{str(p['folder_name']).rstrip('/')}/{p['file_name']}"
-        r = await ctx.sandbox.exec(f"test -e {shlex.quote(path)}", timeout=10)
-        return r.exit_code == 0
+        return await _file_exists(ctx, f"{str(p['folder_name']).rstrip('/')}/{p['file_name']}")
     if kind == "default_video_player":
         return await _default_video_player(ctx)
     if kind == "vm_terminal_output":
@@ -205,7 +234,11 @@ async def evaluate(
     """Score the sandbox's state: (score in [0, 1], details for `info["evaluation"]`)."""
     details: dict[str, Any] = {"metrics": [], "last_action": last_action}
     if ev.postconfig:
-        await run_steps(ctx, ev.postconfig, "postconfig")
+        try:
+            await run_steps(ctx, ev.postconfig, "postconfig")
+        except OutputTooLarge as e:  # after the agent acted: its doing, not the task's
+            details["reason"] = f"postconfig: {e}"
+            return 0.0, details
     if ev.infeasible:
         details["infeasible"] = True
         return (1.0 if last_action == "FAIL" else 0.0), details

@@ -10,11 +10,16 @@ actions (xdotool), waits `settle_s` for the apps to redraw, then takes the scree
 (ImageMagick `import`, raw RGB, gzip -1) while it lists the windows (xprop/xwininfo); and one
 `read_file` of the screenshot. Raw RGB + gzip measured ~60 ms against ~115 ms for a PNG
 encoded in the container, and decodes on the host without an image library.
+
+The step script runs as the agent, so the screenshot file and the script's output are the
+agent's to replace: the screenshot is read and inflated to at most one screen's bytes (a
+gzip bomb there is a failed screenshot, not a MemoryError), the output's markers must stand
+on lines of their own (xprop escapes newlines in titles), and the window list that getters
+and setup steps use is read again by root (`windows`).
 """
 
 from __future__ import annotations
 
-import gzip
 import re
 import shlex
 from collections.abc import Sequence
@@ -26,6 +31,8 @@ import numpy as np
 from arborl.sandboxes import SandboxError
 
 from ..sandboxed import TimedSandbox
+from .bounds import OutputTooLarge, gunzip_bounded
+from .trusted import run_root
 
 RUN_DIR = "/tmp/.arborl"  # per-episode files: logs, the screenshot (reset wipes /tmp)
 SHOT = f"{RUN_DIR}/screen.rgb.gz"
@@ -33,6 +40,11 @@ BUS = f"unix:path={RUN_DIR}/session-bus"  # the D-Bus session bus of an a11y dis
 #: The sound volume a desktop starts at. OSWorld's VM snapshot has it below the maximum (its
 #: task 28cc3b7e asks to turn a "too small" volume up to 100 %); the exact level is ours.
 START_VOLUME = "40%"
+
+
+MAX_LISTING = 1 << 20  # bytes of window list (and action errors) the harness reads per step
+_NOX = re.compile(r"^@@NOX$", re.MULTILINE)
+_UNMARK = "sed 's/^@@/ @@/'"  # files the agent can write never print a marker line
 
 
 class DisplayError(SandboxError):
@@ -177,7 +189,9 @@ class XDisplay:
         "root=$(xprop -root _NET_CLIENT_LIST_STACKING _NET_ACTIVE_WINDOW 2>/dev/null) || echo '@@NOX'; "
         'echo "@@ROOT $(echo "$root" | tr "\\n" " ")"; '
         "for w in $(echo \"$root\" | sed -n 's/^_NET_CLIENT_LIST_STACKING.*# //p' | tr -d ','); do "
-        'echo "@@WIN $w"; xwininfo -id "$w" 2>/dev/null; xprop -id "$w" WM_CLASS _NET_WM_NAME WM_NAME 2>/dev/null; '
+        # xwininfo prints the title raw (newlines too): keep only the lines parsed below
+        'echo "@@WIN $w"; xwininfo -id "$w" 2>/dev/null | grep -E "^  (Absolute upper-left [XY]|Width|Height|Map State):"; '
+        'xprop -id "$w" WM_CLASS _NET_WM_NAME WM_NAME 2>/dev/null; '
         "done; echo '@@END'"
     )
 
@@ -191,7 +205,7 @@ class XDisplay:
                 body.extend(lines)
             parts.append("( set -e\n" + "\n".join(body) + f"\n) 2>{RUN_DIR}/act.err")
             parts.append('echo "@@ACT $?"')
-            parts.append(f"echo '@@ERR'; head -c 1500 {RUN_DIR}/act.err; echo; echo '@@ERREND'")
+            parts.append(f"echo '@@ERR'; head -c 1500 {RUN_DIR}/act.err | {_UNMARK}; echo; echo '@@ERREND'")
         if settle_s > 0:
             parts.append(f"sleep {settle_s:.3f}")
         if screenshot:
@@ -201,7 +215,9 @@ class XDisplay:
             )
         parts.append(self._LIST_WINDOWS)
         if screenshot:
-            parts.append(f'wait; echo "@@SHOT $(cat {RUN_DIR}/shot.rc)"; head -c 300 {RUN_DIR}/shot.err')
+            parts.append(
+                f'wait; echo "@@SHOT $(head -c 20 {RUN_DIR}/shot.rc | tr -dc 0-9)"; head -c 300 {RUN_DIR}/shot.err | {_UNMARK}'
+            )
         return "\n".join(parts)
 
     async def run(
@@ -217,30 +233,55 @@ class XDisplay:
 
         Raises DisplayError when the X server is gone.
         """
-        r = await sb.exec(self.script(action_lines, settle_s, screenshot), timeout=timeout, env=self.env)
+        r = await sb.exec(
+            self.script(action_lines, settle_s, screenshot),
+            timeout=timeout,
+            env=self.env,
+            max_output=MAX_LISTING,
+        )
         out = r.stdout
-        if "@@NOX" in out:
-            raise DisplayError(f"the X display {self.display} is not running (the X server has exited)")
+        self._check_x(out)
         act = _parse_act(out, len(action_lines), r.timed_out)
         windows = parse_windows(out)
+        listing_error = (
+            f"the window list is larger than {MAX_LISTING} bytes; it was cut" if r.truncated else None
+        )
         if not screenshot:
-            return act, Screen(None, windows)
+            return act, Screen(None, windows, error=listing_error)
         m = re.search(r"^@@SHOT (\d+)\s*$(.*)", out, re.MULTILINE | re.DOTALL)
         if m is None or m.group(1) != "0":
             detail = m.group(2).strip()[:200] if m else (r.stderr.strip()[-200:] or "no output")
             return act, Screen(None, windows, error=f"screenshot failed: {detail}")
+        size = self.height * self.width * 3
         try:
-            raw = gzip.decompress(await sb.read_file(SHOT))
+            # gzip -1 of incompressible pixels adds ~0.03 %; anything past this is not ours
+            raw = gunzip_bounded(
+                await sb.read_file(SHOT, max_bytes=size + size // 64 + 4096), size, "the screenshot"
+            )
             image = np.frombuffer(raw, np.uint8).reshape(self.height, self.width, 3)
-        except (SandboxError, OSError, ValueError) as e:
+        except (SandboxError, OSError, ValueError, OutputTooLarge) as e:
             if isinstance(e, DisplayError):
                 raise
             return act, Screen(None, windows, error=f"screenshot failed: {type(e).__name__}: {e}")
-        return act, Screen(image.copy(), windows)
+        return act, Screen(image.copy(), windows, error=listing_error)
 
     async def windows(self, sb: TimedSandbox) -> list[Window]:
-        """The window list alone (no screenshot); raises DisplayError when X is gone."""
-        return (await self.run(sb, screenshot=False, timeout=30))[1].windows
+        """The window list alone, read by root (no screenshot, no agent process in the way);
+        raises DisplayError when X is gone, OutputTooLarge past `MAX_LISTING` bytes."""
+        r = await run_root(
+            sb,
+            ["/bin/bash", "-c", self._LIST_WINDOWS],
+            what="the window list",
+            display=self.display,
+            timeout=30,
+            max_output=MAX_LISTING,
+        )
+        self._check_x(r.stdout)
+        return parse_windows(r.stdout)
+
+    def _check_x(self, listing: str) -> None:
+        if _NOX.search(listing):
+            raise DisplayError(f"the X display {self.display} is not running (the X server has exited)")
 
     def blank(self) -> np.ndarray:
         """What the observation shows when there is no screenshot."""
@@ -286,7 +327,7 @@ def parse_windows(out: str) -> list[Window]:
     if root:
         m = re.search(r"_NET_ACTIVE_WINDOW\(WINDOW\): window id # (0x[0-9a-f]+)", root.group(1))
         active = m.group(1) if m else ""
-    listing = out.split("@@END", 1)[0]
+    listing = re.split(r"^@@END$", out, maxsplit=1, flags=re.MULTILINE)[0]
     windows = []
     for block in re.split(r"^@@WIN ", listing, flags=re.MULTILINE)[1:]:
         wid = block.split("\n", 1)[0].strip()

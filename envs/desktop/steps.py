@@ -25,10 +25,12 @@ from arborl.tasks.osworld import OSWorldStep, cached_download, open_with, resolv
 from ..base import TaskError
 from ..sandboxed import TimedSandbox
 from . import commands
+from .bounds import OutputTooLarge, bounded_stream
 from .commands import ActionError
 from .screen import RUN_DIR, Window, XDisplay
 
 log = logging.getLogger(__name__)
+MAX_SAVED_OUTPUT = 8 << 20  # per stream, what an `execute` step may save to the cache dir
 
 
 class DesktopSetupError(TaskError):
@@ -227,16 +229,16 @@ async def _execute(ctx: StepContext, p: dict[str, Any]) -> dict[str, Any]:
     code = commands.pyautogui_code(p["command"])
     if code is not None and not until and not p.get("stdout") and not p.get("stderr"):
         return await _replay_pyautogui(ctx, code)
+    options = commands.exec_args(p["command"], bool(p.get("shell", False)), ctx.display.env)
     cmd = commands.argv(p["command"], bool(p.get("shell", False)))
-    options = commands.exec_options(p["command"], ctx.display.env)
     attempts = 0
     while True:
         attempts += 1
-        r = await ctx.sandbox.exec(cmd, timeout=ctx.command_timeout_s, **options)
-        if p.get("stdout"):
-            (ctx.cache_dir / str(p["stdout"])).write_text(r.stdout)
-        if p.get("stderr"):
-            (ctx.cache_dir / str(p["stderr"])).write_text(r.stderr)
+        r = await ctx.sandbox.exec(timeout=ctx.command_timeout_s, max_output=MAX_SAVED_OUTPUT, **options)
+        for stream in ("stdout", "stderr"):
+            if p.get(stream):
+                text = bounded_stream(r, stream, MAX_SAVED_OUTPUT, shlex.join(cmd)[:200])
+                (ctx.cache_dir / str(p[stream])).write_text(text)
         done = not until or (
             ("returncode" in until and r.exit_code == until["returncode"])
             or ("stdout" in until and until["stdout"] in r.stdout)
@@ -258,10 +260,17 @@ async def _execute(ctx: StepContext, p: dict[str, Any]) -> dict[str, Any]:
 
 
 async def run_steps(ctx: StepContext, steps: tuple[OSWorldStep, ...], phase: str) -> None:
-    """Run `steps` in order, recording each in `ctx.log`; errors name the step."""
+    """Run `steps` in order, recording each in `ctx.log`; errors name the step.
+
+    Output past its bound is the task's fault in `config` (a DesktopSetupError: the agent has
+    not acted yet) and the agent's in `postconfig` (OutputTooLarge, which scores 0)."""
     for i, step in enumerate(steps):
         try:
             outcome = await run_step(ctx, step)
         except DesktopSetupError as e:
             raise DesktopSetupError(f"{phase} step {i + 1} ({step.type}): {e}") from None
+        except OutputTooLarge as e:
+            if phase == "config":
+                raise DesktopSetupError(f"{phase} step {i + 1} ({step.type}): {e}") from None
+            raise OutputTooLarge(f"{phase} step {i + 1} ({step.type}): {e}") from None
         ctx.log.append({"phase": phase, "step": i + 1, "type": step.type, **outcome})

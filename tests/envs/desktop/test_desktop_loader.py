@@ -16,6 +16,7 @@ from arborl.tasks.osworld import (
     SETUP_STEPS,
     DesktopTask,
     ScriptedDesktopPolicy,
+    TaskNeedsRoot,
     UnsupportedOSWorldFeature,
     load_desktop_mini,
     load_osworld_dir,
@@ -24,26 +25,29 @@ from arborl.tasks.osworld import (
 
 #: Trimmed from OSWorld's evaluation_examples/examples/os (its shape, unchanged).
 OSWORLD_OS_TASK = {
-    "id": "94d95f96-9699-4208-98ba-3c3119edf9c2",
+    "id": "bedcedc4-4d72-425e-ad62-21960b11fe0d",
     "snapshot": "os",
-    "instruction": "I want to install Spotify on my current system. Could you please help me?",
+    "instruction": "Could you set the 'Dim screen when inactive' to off in setting?",
     "source": "https://www.youtube.com/watch?v=example",
     "config": [{"type": "execute", "parameters": {"command": ["python", "-c", "print('hi')"]}}],
     "trajectory": "trajectories/",
     "related_apps": ["os"],
     "evaluator": {
-        "func": "check_include_exclude",
-        "result": {"type": "vm_command_line", "command": "which spotify"},
-        "expected": {"type": "rule", "rules": {"include": ["spotify"], "exclude": ["not found"]}},
+        "func": "exact_match",
+        "result": {
+            "type": "vm_command_line",
+            "command": "gsettings get org.gnome.desktop.session idle-delay",
+        },
+        "expected": {"type": "rule", "rules": {"expected": "uint32 0\n"}},
     },
 }
 
 
 def test_an_osworld_task_loads_with_its_metadata_kept():
     t = load_osworld_task(OSWORLD_OS_TASK)
-    assert t.id == OSWORLD_OS_TASK["id"] and t.instruction.startswith("I want to install")
-    assert t.config[0].type == "execute" and t.evaluator.func == ("check_include_exclude",)
-    assert t.evaluator.result[0].params == {"command": "which spotify"}
+    assert t.id == OSWORLD_OS_TASK["id"] and t.instruction.startswith("Could you set")
+    assert t.config[0].type == "execute" and t.evaluator.func == ("exact_match",)
+    assert t.evaluator.result[0].params == {"command": "gsettings get org.gnome.desktop.session idle-delay"}
     assert t.metadata["osworld"]["related_apps"] == ["os"] and t.metadata["osworld"]["snapshot"] == "os"
     assert DesktopTask.model_validate(t.model_dump()) == t  # plain data: survives a round trip
 
@@ -151,3 +155,83 @@ def test_scripted_policy_waits_for_windows_and_clicks_inside_them():
     assert policy([], {"windows": [win]}) == "DONE"
     gives_up = ScriptedDesktopPolicy([{"wait_window": "never"}, "DONE"], max_waits=2)
     assert [gives_up([], {}) for _ in range(3)] == ["WAIT", "WAIT", "DONE"]
+
+
+#: 43c2d64c as the issue that found it describes it (`mkdir /test` with `sudo -S`; OSWorld's own
+#: file could not be fetched here): its agent must make a directory in /, which needs root.
+MKDIR_TEST = {
+    "id": "43c2d64c-bae5-4b0a-9b1a-0a4e8f0aaa48",
+    "instruction": "Please create a folder named 'test' in the root directory.",
+    "config": [],
+    "evaluator": {
+        "func": "exact_match",
+        "result": {"type": "vm_command_line", "command": "[ -d /test ] && echo yes", "shell": True},
+        "expected": {"type": "rule", "rules": {"expected": "yes\n"}},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({}, "only root may create a directory in /"),
+        (
+            {"id": "mine/adduser", "instruction": "Add the user bob; use sudo, the password is 'password'."},
+            "tells the agent to use sudo",
+        ),
+        (
+            {"id": "mine/tz", "instruction": "Set the time zone to UTC. My password is 'password'."},
+            "gives the agent the sudo password",
+        ),
+    ],
+)
+def test_a_task_whose_agent_must_be_root_is_refused_with_the_reason(change, reason):
+    spec = {**MKDIR_TEST, **change}
+    with pytest.raises(TaskNeedsRoot, match=reason) as e:
+        load_osworld_task(spec)
+    assert spec["id"] in str(e.value) and "needs the agent to be root" in str(e.value)
+    assert isinstance(e.value, UnsupportedOSWorldFeature)  # what suites and scripts already refuse
+    # an infeasible task is not refused: its answer is FAIL, which needs no root
+    assert load_osworld_task({**spec, "evaluator": {"func": "infeasible"}}).evaluator.infeasible
+
+
+@pytest.mark.parametrize(
+    ("where", "command", "named"),
+    [
+        ("postconfig", "echo password | sudo -S sh ~/check.sh", "~"),
+        ("postconfig", "echo password | sudo -S chown root /home/user/file", "/home/"),
+        ("getter", "echo password | sudo -S cat /tmp/answer", "/tmp"),
+        ("getter", "sudo -S python3 $HOME/eval.py", "$HOME"),
+    ],
+)
+def test_root_steps_on_the_agents_files_after_it_acted_are_refused(where, command, named):
+    step = {"type": "execute", "parameters": {"command": command, "shell": True}}
+    ev = (
+        {"func": "infeasible", "postconfig": [step]}
+        if where == "postconfig"
+        else {
+            "func": "exact_match",
+            "result": {"type": "vm_command_line", "command": command, "shell": True},
+            "expected": {"type": "rule", "rules": {"expected": ""}},
+        }
+    )
+    with pytest.raises(TaskNeedsRoot, match="runs as root after the agent has acted") as e:
+        load_osworld_task(task(evaluator=ev))
+    assert repr(named) in str(e.value)
+    # before the agent acts (config), root may touch the home: OSWorld's setups do
+    assert load_osworld_task(task(config=[step])).config[0].parameters["command"] == command
+
+
+def test_a_folder_with_tasks_that_cannot_run_is_refused_counting_them(tmp_path):
+    (tmp_path / "ok.json").write_text(json.dumps(task(id="ok")))
+    (tmp_path / "root.json").write_text(json.dumps(MKDIR_TEST))
+    (tmp_path / "chrome.json").write_text(
+        json.dumps(
+            task(id="chrome", config=[{"type": "launch", "parameters": {"command": ["google-chrome"]}}])
+        )
+    )
+    with pytest.raises(UnsupportedOSWorldFeature) as e:
+        load_osworld_dir(tmp_path)
+    message = str(e.value)
+    assert message.startswith(f"2 of 3 task files under {tmp_path} cannot run here (1 of them need root): ")
+    assert "43c2d64c" in message and "google-chrome" in message

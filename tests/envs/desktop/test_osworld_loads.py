@@ -1,6 +1,7 @@
 """scripts/osworld_loads.py, the tally behind docs/desktop.md's load counts, on the copies of
-OSWorld's `os` tasks in data/: 15 of 24 load with an empty download cache, all 24 with a full one
-(placeholders), and the refusals are counted by their first reason."""
+OSWorld's `os` tasks in data/: 13 of 24 load with an empty download cache, 21 with a full one
+(placeholders; the other 3 need the agent to be root), and the refusals are counted by their
+first reason."""
 
 from __future__ import annotations
 
@@ -25,11 +26,13 @@ def test_the_os_domain_counts(osworld_loads, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("ARBORL_OSWORLD_CACHE", str(tmp_path / "empty"))  # not the user's cache
     assert osworld_loads.main([str(DATA / "osworld-os")]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("15 of 24 load\n")
-    assert "    9  download not in the cache" in out
+    assert out.startswith("13 of 24 load\n")
+    assert "    8  download not in the cache" in out and "    3  needs the agent to be root" in out
 
     assert osworld_loads.main([str(DATA / "osworld-os"), "--assume-cached"]) == 0
-    assert capsys.readouterr().out.startswith("24 of 24 load (download cache assumed full)\n")
+    out = capsys.readouterr().out
+    assert out.startswith("21 of 24 load (download cache assumed full)\n")
+    assert "    3  needs the agent to be root" in out
 
 
 def test_refusals_are_named_by_their_first_reason(osworld_loads):
@@ -44,4 +47,7 @@ def test_refusals_are_named_by_their_first_reason(osworld_loads):
     assert category("t: config.1: open: no application for '.pptx' files (/a.pptx)") == "open of .pptx files"
     assert category("t: evaluator.expected.0: cloud_file: a.xlsx is not in the download cache (/c)") == (
         "cloud_file not in the cache"
+    )
+    assert category("t: task 't' needs the agent to be root: it asks for a new user") == (
+        "needs the agent to be root"
     )

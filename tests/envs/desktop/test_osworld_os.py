@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from arborl.envs.desktop.commands import SUDO_SHIM, argv, exec_options, pyautogui_code, replay_lines
+from arborl.envs.desktop.commands import ROOT_PATH, SUDO_SHIM, argv, exec_args, pyautogui_code, replay_lines
 from arborl.envs.desktop.os_metrics import (
     check_gnome_favorite_apps,
     check_image_file_size,
@@ -52,10 +52,20 @@ def test_shell_commands_run_under_sh_and_sudo_steps_as_root():
     assert argv("python -c 'print(1)'", shell=True)[2] == "python3 -c 'print(1)'"
     assert argv(["python", "-c", "x"]) == ["python3", "-c", "x"]
     assert argv("ls -l /tmp") == ["ls", "-l", "/tmp"]
-    as_root = exec_options("echo 'password' | sudo -S mkdir ~/Desktop/x", {"DISPLAY": ":1"})
-    assert as_root["user"] == "root" and as_root["env"]["HOME"] == "/home/agent"
-    assert as_root["env"]["PATH"].startswith("/opt/arborl/bin:")
-    assert "user" not in exec_options("echo pseudo-sudoku", {})
+    as_root = exec_args("echo 'password' | sudo -S mkdir ~/Desktop/x", True, {"DISPLAY": ":1"})
+    cmd = as_root["cmd"]
+    assert as_root["user"] == "root" and as_root["workdir"] == "/" and "env" not in as_root
+    assert (
+        cmd[:2] == ["/usr/bin/env", "-i"]
+        and f"PATH={ROOT_PATH}" in cmd
+        and ROOT_PATH.startswith("/opt/arborl-desktop/bin:")
+    )
+    # root's environment holds no HOME: only its outer shell knows the user's, for `~`
+    assert not any(w.startswith("HOME=") for w in cmd[: cmd.index("/bin/sh")])
+    assert cmd[-1] == "HOME=/home/agent\necho 'password' | sudo -S mkdir ~/Desktop/x"
+    as_agent = exec_args("echo pseudo-sudoku", True, {})
+    assert "user" not in as_agent and as_agent["workdir"] == "/home/agent"
+    assert as_agent["env"] == {"PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1"}
 
 
 def test_the_sudo_shim_runs_for_root_and_refuses_others():
@@ -79,7 +89,7 @@ def test_the_sudo_shim_runs_for_root_and_refuses_others():
             capture_output=True,
             text=True,
         )
-    assert r.returncode == 1 and "cannot elevate" in r.stderr
+    assert r.returncode == 1 and "gives you no root" in r.stderr
 
 
 def test_pyautogui_setup_code_is_replayed_at_scaled_coordinates():
