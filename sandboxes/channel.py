@@ -55,21 +55,35 @@ async def _read_frame(conn: _Conn, limit: int) -> dict[str, Any]:
         raise ChannelForged(f"a frame of {size} bytes where at most {limit} may come")
     if conn.session is None:
         return json.loads(await conn.reader.readexactly(size))
-    if size < wire.SMALL_FRAME:  # one read for body and tag
-        data = await conn.reader.readexactly(size + wire.TAG_SIZE)
-        body, tag = data[:size], data[size:]
-    else:
-        body, tag = await conn.reader.readexactly(size), await conn.reader.readexactly(wire.TAG_SIZE)
     try:
-        conn.session.open(body, tag)
+        return json.loads(await _read_sealed(conn.reader, conn.session, size))
     except wire.Forged as e:
         raise ChannelForged(f"{e}: something between the harness and the server changed it") from e
-    return json.loads(body)
 
 
-def _write_frame(conn: _Conn, obj: dict[str, Any]) -> None:
-    for piece in wire.encode(obj, conn.session):
-        conn.writer.write(piece)
+async def _read_sealed(reader: asyncio.StreamReader, session: wire.Session, size: int) -> bytes:
+    """A tagged body; raises wire.Forged if it is not the next frame the server sent."""
+    if size < wire.SMALL_FRAME:  # one read for body and tag
+        data = await reader.readexactly(size + wire.TAG_SIZE)
+        body, tag = data[:size], data[size:]
+        session.open(body, tag)
+        return body
+    body, tag = await reader.readexactly(size), await reader.readexactly(wire.TAG_SIZE)
+    # in a thread (hashlib lets go of the GIL), so that other sandboxes' requests go on
+    await asyncio.to_thread(session.open, body, tag)
+    return body
+
+
+async def _send_frame(conn: _Conn, obj: dict[str, Any]) -> None:
+    body = json.dumps(obj).encode()
+    if conn.session is None or len(body) < wire.SMALL_FRAME:
+        for piece in wire.frame_pieces(body, conn.session):
+            conn.writer.write(piece)
+    else:  # the body goes out while a thread MACs it; the tag follows
+        conn.writer.write(wire.HEADER.pack(len(body)))
+        conn.writer.write(body)
+        conn.writer.write(await asyncio.to_thread(conn.session.seal, body))
+    await conn.writer.drain()
 
 
 class Channel:
@@ -123,8 +137,7 @@ class Channel:
     async def _handshake(self, conn: _Conn) -> None:
         """hello and auth (`wire`); every frame after the hello's answer is tagged."""
         ours = secrets.token_hex(wire.NONCE_CHARS // 2)
-        _write_frame(conn, {"op": "hello", "nonce": ours})
-        await conn.writer.drain()
+        await _send_frame(conn, {"op": "hello", "nonce": ours})
         hello = await _read_frame(conn, wire.MAX_HELLO_FRAME)
         theirs = hello.get("nonce")
         if not wire.valid_nonce(theirs) or not wire.check(
@@ -132,8 +145,7 @@ class Channel:
         ):
             raise ChannelForged(f"the server at {self.socket_path} failed the handshake")
         conn.session = wire.Session(self._key, ours, theirs, wire.TO_SERVER)
-        _write_frame(conn, {"op": "auth", "proof": wire.proof(self._key, "harness", ours, theirs)})
-        await conn.writer.drain()
+        await _send_frame(conn, {"op": "auth", "proof": wire.proof(self._key, "harness", ours, theirs)})
         if not (await _read_frame(conn, wire.MAX_HELLO_FRAME)).get("ok"):
             raise ChannelForged(f"the server at {self.socket_path} refused the handshake")
 
@@ -155,8 +167,7 @@ class Channel:
         except TimeoutError as e:
             raise ChannelTimeout(f"{payload.get('op')}: no connection within {timeout}s") from e
         try:
-            _write_frame(conn, payload)
-            await conn.writer.drain()
+            await _send_frame(conn, payload)
             async with asyncio.timeout(timeout):
                 body = await _read_frame(conn, wire.MAX_FRAME)
         except TimeoutError as e:

@@ -137,13 +137,8 @@ class Session:
         self.verify(mac, tag)
 
 
-def encode(obj: dict, session: Session | None) -> list[bytes]:
+def frame_pieces(body: bytes, session: Session | None) -> list[bytes]:
     """A frame's pieces (header, body, tag), sealed when the connection has a session."""
-    return encode_body(json.dumps(obj).encode(), session)
-
-
-def encode_body(body: bytes, session: Session | None) -> list[bytes]:
-    """`encode` for a body already serialised."""
     tag = session.seal(body) if session is not None else b""
     if len(body) < SMALL_FRAME:
         return [HEADER.pack(len(body)) + body + tag]
@@ -185,7 +180,7 @@ def read_frame(conn: socket.socket, limit: int, session: Session | None = None) 
 def send_frame(conn: socket.socket, obj: dict, session: Session | None = None) -> None:
     body = json.dumps(obj).encode()
     if session is None or len(body) < SMALL_FRAME:
-        for piece in encode_body(body, session):
+        for piece in frame_pieces(body, session):
             conn.sendall(piece)
         return
     mac = session.sealer(len(body))  # MAC each chunk as it goes: the peer reads meanwhile

@@ -62,6 +62,8 @@ def attack(way, n, head, body, tag):
         return head + body.replace(b'"exit_code": 1', b'"exit_code": 0') + tag, None
     if MODE == "rewrite-request" and way == "request":
         return head + body.replace(b"/tmp/asked", b"/tmp/forgd") + tag, None
+    if MODE == "flip-" + way and len(body) > 65536:  # a large frame: one bit of its data
+        return head + body.replace(b"AAAA", b"AAAB", 1) + tag, None
     if MODE == "replay" and way == "reply":
         saved.setdefault("first", frame)
         return saved["first"], None
@@ -198,3 +200,21 @@ async def test_a_relay_cannot_alter_a_request(backend):
         listing = (await sb.exec("ls /tmp", user="root")).stdout.split()
         assert "forgd" not in listing and "asked" not in listing, listing
         assert any(line.split()[1:3] == ["request", "2"] for line in await relayed(sb))
+
+
+@pytest.mark.parametrize("way", ["reply", "request"])
+async def test_a_relay_cannot_alter_a_large_frame(backend, way):
+    """Frames over a few kilobytes are MACed piece by piece as they stream: one bit changed
+    in a megabyte still fails (a reply raises, a request is dropped unrun)."""
+    zeros = bytes(1 << 20)
+    async with await backend.create(SMALL) as sb:
+        await sb.write_file("/tmp/zeros", zeros)
+        await start_relay(sb, f"flip-{way}")
+        with pytest.raises(SandboxCrashed, match="failed its tag" if way == "reply" else None):
+            if way == "reply":
+                got = await through_relay(lambda: sb.read_file("/tmp/zeros"))
+            else:
+                got = await through_relay(lambda: sb.write_file("/tmp/sent", zeros))
+            pytest.fail(f"a changed {way} went through: {got!r:.80}")
+        assert "sent" not in (await sb.exec("ls /tmp")).stdout.split()
+        assert any(int(line.split()[3]) > len(zeros) for line in await relayed(sb))
