@@ -85,6 +85,7 @@ class Connection:
         self.sock = sock
         self.harness_nonce: str | None = None
         self.server_nonce: str | None = None
+        self.session: wire.Session | None = None  # from the hello on: every frame is tagged
         self.authenticated = False
 
 
@@ -202,8 +203,9 @@ class Server:
     # ---- the handshake --------------------------------------------------------------
     def _handshake(self, conn: Connection, req: dict) -> dict | None:
         """Answer a request of a connection that has not authenticated; None drops it."""
-        if req.get("op") == "hello" and conn.harness_nonce is None and isinstance(req.get("nonce"), str):
-            conn.harness_nonce, conn.server_nonce = req["nonce"][:128], secrets.token_hex(16)
+        if req.get("op") == "hello" and conn.harness_nonce is None and wire.valid_nonce(req.get("nonce")):
+            conn.harness_nonce, conn.server_nonce = req["nonce"], secrets.token_hex(wire.NONCE_CHARS // 2)
+            conn.session = wire.Session(self.key, conn.harness_nonce, conn.server_nonce, wire.TO_HARNESS)
             server_proof = wire.proof(self.key, "server", conn.harness_nonce, conn.server_nonce)
             return {"ok": True, "nonce": conn.server_nonce, "proof": server_proof}
         if (
@@ -218,11 +220,16 @@ class Server:
 
     # ---- serving --------------------------------------------------------------------
     def _serve_one(self, conn: Connection) -> None:
-        """Read one request from a readable connection, answer it, hand the connection back."""
+        """Read one request from a readable connection, answer it, hand the connection back.
+
+        A request that fails its tag (wire.Forged) drops the connection unanswered.
+        """
+        session = conn.session  # a reply is tagged when its request was (hello's is not)
         try:
             # A peer that has not proven itself gets a few seconds per frame, not a worker forever.
             conn.sock.settimeout(None if conn.authenticated else 10.0)
-            req = wire.read_frame(conn.sock, wire.MAX_FRAME if conn.authenticated else wire.MAX_HELLO_FRAME)
+            limit = wire.MAX_FRAME if conn.authenticated else wire.MAX_HELLO_FRAME
+            req = wire.read_frame(conn.sock, limit, session)
             if conn.authenticated:
                 resp = self.dispatch(req)
             else:
@@ -230,7 +237,7 @@ class Server:
                 if answer is None:
                     raise PermissionError("handshake failed")
                 resp = answer
-            wire.send_frame(conn.sock, resp)
+            wire.send_frame(conn.sock, resp, session)
         except (OSError, ValueError, struct.error, json.JSONDecodeError):
             with contextlib.suppress(OSError):
                 conn.sock.close()

@@ -137,7 +137,7 @@ async def test_concurrent_commands_in_one_sandbox(sb):
 
 async def test_ping_reports_server(sb):
     info = await sb.ping()
-    assert info["version"] == 2 and info["processes"] >= 1
+    assert info["version"] == 3 and info["processes"] >= 1
 
 
 async def test_reset_sees_through_forged_mtimes_and_type_changes(sb):
