@@ -4,14 +4,11 @@
   never materialising ``[tokens, vocab]`` logits (chunked torch on CPU, Triton on CUDA).
 - ``register_sdpa_gqa``: transformers attention (``sdpa_gqa``) whose SDPA reads grouped
   key/value heads in place on CPU instead of repeating them under a mask.
-- ``discounted_returns``, ``gae``, ``gigpo_step_advantages``, ``tree_credit``: numba credit
-  kernels over ragged, flattened trajectories and trees.
 
 The Triton backend (``arborl.kernels.logprob_triton``) is imported lazily, only when chosen.
 """
 
 from .attention import register_sdpa_gqa
-from .credit import broadcast_to_tokens, discounted_returns, gae, gigpo_step_advantages, tree_credit
 from .errors import (
     BackendUnavailableError,
     DeviceMismatchError,
@@ -32,13 +29,8 @@ __all__ = [
     "KernelInputError",
     "LogprobEntropy",
     "ShapeMismatchError",
-    "broadcast_to_tokens",
-    "discounted_returns",
     "fused_logprob_entropy",
-    "gae",
-    "gigpo_step_advantages",
     "materialized_logprob_entropy",
     "register_sdpa_gqa",
     "resolve_backend",
-    "tree_credit",
 ]
