@@ -3,6 +3,11 @@
 - `Agent` (agent.py): an inference engine driving a Gymnasium env, recorded token-in /
   token-out as `Trajectory`s of `Turn`s (trajectory.py) through an append-only chat
   (chat.py); `engines/`: transformers, vLLM, OpenAI-compatible backends.
+- `tree.py`: tree rollouts (forks at turns and uncertain tokens).
+- `credit/`: step-level credit, one module per estimator, registered into verl's registry;
+  the trainer (either of them) runs them on the trajectories the agent recorded.
+- `tiny.py`: the tiny policy model built locally (a tokenizer trained here, its chat
+  template, a Qwen2 config): what the agent runs when no model path is given.
 """
 
 from .agent import Agent, AgentConfig, AgentEpisode, EpisodeState, ForkMismatch

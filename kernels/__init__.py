@@ -2,17 +2,13 @@
 
 - ``fused_logprob_entropy``: per-token log-prob + entropy from hidden states and the LM head,
   never materialising ``[tokens, vocab]`` logits (chunked torch on CPU, Triton on CUDA).
-- ``fused_policy_loss``: verl's dual-clip PPO loss on top of it, one call from hidden states.
 - ``register_sdpa_gqa``: transformers attention (``sdpa_gqa``) whose SDPA reads grouped
   key/value heads in place on CPU instead of repeating them under a mask.
-- ``discounted_returns``, ``gae``, ``gigpo_step_advantages``, ``tree_credit``: numba credit
-  kernels over ragged, flattened trajectories and trees.
 
 The Triton backend (``arborl.kernels.logprob_triton``) is imported lazily, only when chosen.
 """
 
 from .attention import register_sdpa_gqa
-from .credit import broadcast_to_tokens, discounted_returns, gae, gigpo_step_advantages, tree_credit
 from .errors import (
     BackendUnavailableError,
     DeviceMismatchError,
@@ -22,19 +18,9 @@ from .errors import (
 )
 from .functional import Backend, LogprobEntropy, fused_logprob_entropy, resolve_backend
 from .logprob import ChunkedLogprobEntropyFunction
-from .policy_loss import (
-    AGG_LOSSES,
-    PolicyLossOutput,
-    PPOLossConfig,
-    agg_loss,
-    fused_policy_loss,
-    ppo_clip_loss,
-    register_agg,
-)
 from .reference import materialized_logprob_entropy
 
 __all__ = [
-    "AGG_LOSSES",
     "Backend",
     "BackendUnavailableError",
     "ChunkedLogprobEntropyFunction",
@@ -42,20 +28,9 @@ __all__ = [
     "DeviceMismatchError",
     "KernelInputError",
     "LogprobEntropy",
-    "PPOLossConfig",
-    "PolicyLossOutput",
     "ShapeMismatchError",
-    "agg_loss",
-    "broadcast_to_tokens",
-    "discounted_returns",
     "fused_logprob_entropy",
-    "fused_policy_loss",
-    "gae",
-    "gigpo_step_advantages",
     "materialized_logprob_entropy",
-    "ppo_clip_loss",
-    "register_agg",
     "register_sdpa_gqa",
     "resolve_backend",
-    "tree_credit",
 ]

@@ -1,5 +1,6 @@
-"""numba credit kernels against plain-Python references written another way (explicit sums,
-dictionaries, recursion), on fixed-seed random ragged inputs and edge cases."""
+"""The credit estimators' fast loops (numba) and their numpy formulas, against plain-Python
+references written another way (explicit sums, dictionaries, recursion), on fixed-seed random
+ragged inputs and edge cases."""
 
 from __future__ import annotations
 
@@ -17,17 +18,14 @@ from arborl_require import unavailable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arborl.kernels import (
-    KernelInputError,
-    ShapeMismatchError,
-    _parallel,
-    broadcast_to_tokens,
-    discounted_returns,
-    gae,
-    gigpo_step_advantages,
-    tree_credit,
-)
-from arborl.kernels import _credit_numba as cn
+from arborl.agents.credit import _parallel
+from arborl.agents.credit import tree as tree_loops
+from arborl.agents.credit import turns as turn_loops
+from arborl.agents.credit.gigpo import gigpo_step_advantages, gigpo_step_advantages_formula
+from arborl.agents.credit.layout import broadcast_to_tokens
+from arborl.agents.credit.tree import tree_credit, tree_credit_formula
+from arborl.agents.credit.turns import discounted_returns, discounted_returns_formula, gae, gae_formula
+from arborl.kernels import KernelInputError, ShapeMismatchError
 
 # ─── plain-Python references ────────────────────────────────────────────────────────────
 
@@ -340,14 +338,14 @@ def test_chunking_does_not_change_results(n_chunks):
     off = ragged_offsets(rng, 30, 7)
     r, v, boot = rng.normal(size=off[-1]), rng.normal(size=off[-1]), rng.normal(size=30)
     out, ret = np.empty_like(r), np.empty_like(r)
-    cn.returns_parallel(r, off, 0.9, out, n_chunks)
+    turn_loops.returns_parallel(r, off, 0.9, out, n_chunks)
     np.testing.assert_array_equal(out, discounted_returns(r, off, 0.9))
-    cn.gae_parallel(r, v, off, boot, 0.9, 0.8, out, ret, n_chunks)
+    turn_loops.gae_parallel(r, v, off, boot, 0.9, 0.8, out, ret, n_chunks)
     np.testing.assert_array_equal(out, gae(r, v, off, 0.9, 0.8, boot)[0])
     parents, leaf = contiguous_forest(rng, 10, 20), rng.normal(size=200)
     values, adv = np.empty(200), np.empty(200)
-    status = cn.tree_parallel(parents, leaf, values, adv, n_chunks)
-    assert (status == cn.TREE_OK).all()
+    status = tree_loops.tree_parallel(parents, leaf, values, adv, n_chunks)
+    assert (status == tree_loops.TREE_OK).all()
     expected = tree_credit(parents, leaf)
     np.testing.assert_array_equal(values, expected[0])
     np.testing.assert_array_equal(adv, expected[1])
@@ -385,3 +383,65 @@ def test_concurrent_callers(parallel_on):
         results = list(ex.map(lambda _: discounted_returns(rewards, off, 0.9), range(40)))
     for got in results:
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-13)
+
+
+# ─── (5) the formulas each module opens with ────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_returns_and_gae_formulas_are_the_references(seed):
+    rng = np.random.default_rng(seed)
+    off = ragged_offsets(rng, 40, 12)
+    rewards, values, boot = rng.normal(size=off[-1]), rng.normal(size=off[-1]), rng.normal(size=40)
+    formula = discounted_returns_formula(rewards, off, 0.95)
+    np.testing.assert_allclose(formula, ref_returns(rewards, off, 0.95), rtol=1e-12)
+    np.testing.assert_allclose(discounted_returns(rewards, off, 0.95), formula, rtol=1e-12)
+    adv, ret = gae_formula(rewards, values, off, 0.97, 0.9, boot)
+    np.testing.assert_allclose(adv, ref_gae(rewards, values, off, 0.97, 0.9, boot), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ret, adv + values)
+    np.testing.assert_allclose(gae(rewards, values, off, 0.97, 0.9, boot)[0], adv, rtol=1e-10, atol=1e-12)
+    terminal, _ = gae_formula(rewards, values, off, 0.97, 0.9)
+    np.testing.assert_allclose(terminal, ref_gae(rewards, values, off, 0.97, 0.9, [0.0] * 40), atol=1e-12)
+
+
+@pytest.mark.parametrize("offsets", EDGE_OFFSETS)
+@pytest.mark.parametrize("gamma", [0.0, 1.0])
+def test_the_returns_formula_on_edge_cases(offsets, gamma):
+    rewards = np.arange(offsets[-1], dtype=float) - 1.5
+    np.testing.assert_allclose(
+        discounted_returns_formula(rewards, offsets, gamma), ref_returns(rewards, offsets, gamma)
+    )
+
+
+@pytest.mark.parametrize("normalize_std", [True, False])
+def test_the_gigpo_step_formula_is_the_reference(normalize_std):
+    rng = np.random.default_rng(4)
+    n = 400
+    groups = rng.integers(-(2**62), 2**62, size=15)[rng.integers(0, 15, size=n)]
+    states = rng.integers(-(2**62), 2**62, size=6)[rng.integers(0, 6, size=n)]
+    scores = rng.normal(size=n)
+    formula = gigpo_step_advantages_formula(scores, groups, states, 1e-6, normalize_std)
+    ref, _ = ref_gigpo(list(scores), list(groups), list(states), 1e-6, normalize_std)
+    np.testing.assert_allclose(formula, ref, rtol=1e-10, atol=1e-12)
+    fast, _ = gigpo_step_advantages(scores, groups, states, 1e-6, normalize_std)
+    np.testing.assert_allclose(fast, formula, rtol=1e-10, atol=1e-12)
+    assert gigpo_step_advantages_formula([], [], []).shape == (0,)
+    np.testing.assert_array_equal(gigpo_step_advantages_formula([3.0, 5.0], [0, 1], [7, 7]), [0.0, 0.0])
+
+
+def test_the_tree_formula_is_the_reference():
+    rng = np.random.default_rng(6)
+    parents, rewards = random_forest(rng, 120), rng.normal(size=120)
+    values, adv = tree_credit_formula(parents, rewards)
+    ref_values, ref_adv = ref_tree(list(parents), list(rewards))
+    np.testing.assert_allclose(values, ref_values, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(adv, ref_adv, rtol=1e-12, atol=1e-12)
+    fast = tree_credit(parents, rewards)
+    np.testing.assert_allclose(fast[0], values, rtol=1e-12, atol=1e-12)
+    for case in ([], [-1], [-1, 0, 0, 0], [-1, -1, 0, 1, 1]):
+        got, want = (
+            tree_credit_formula(case, np.arange(len(case), dtype=float)),
+            ref_tree(case, list(range(len(case)))),
+        )
+        np.testing.assert_allclose(got[0], want[0])
+        np.testing.assert_allclose(got[1], want[1])

@@ -1,4 +1,5 @@
-"""When a credit kernel may run its multi-threaded (``parallel=True``) twin, and how that stays safe.
+"""When a credit loop may run its multi-threaded (``parallel=True``) twin, how that stays safe,
+and where the work is cut into chunks.
 
 numba's parallel kernels run on a threading layer: TBB when ``libtbb`` is installed (it is not,
 here), else GNU OpenMP, else numba's own workqueue. Two of those have hazards a library must
@@ -14,7 +15,7 @@ not pass on to its callers, so every parallel launch goes through :func:`paralle
 
 Small inputs run serially too: a parallel launch costs tens of microseconds. So does a busy
 machine: a parallel region ends only when its slowest thread does, and on oversubscribed cores
-a thread waits for a time slice (measured: docs/kernels.md, "Design"). Threads are therefore
+a thread waits for a time slice (measured: docs/agents.md, "Fast loops"). Threads are therefore
 capped at the cores the 1-minute load average leaves free (plus the calling one).
 """
 
@@ -26,6 +27,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numba
+import numpy as np
+from numba import njit
 
 PARALLEL_MIN_ITEMS = 1 << 15
 """Inputs with fewer steps (or nodes) than this run on one thread."""
@@ -71,3 +74,14 @@ def free_cores() -> int:
     except (AttributeError, OSError):
         return cores
     return max(1, min(cores, int(cores - load + 1.0)))
+
+
+@njit(cache=True, nogil=True)
+def split_point(offsets, c, n_chunks):  # pragma: no cover - compiled
+    """First item of chunk ``c`` when the items ``offsets`` delimits are cut into ``n_chunks``
+    runs of about equal total length (``offsets`` non-decreasing, from 0)."""
+    n_items = offsets.shape[0] - 1
+    if c >= n_chunks:
+        return n_items
+    k = np.searchsorted(offsets, offsets[n_items] * c // n_chunks)
+    return min(k, n_items)
