@@ -51,9 +51,9 @@ from typing import Any
 
 from bench_trainer import main_job_model, slug, t975
 
-from arborl.trainer.config import TrainConfig
-from arborl.trainer.loop import Trainer
-from arborl.trainer.metrics_log import read_metrics
+from arborl.trainer.local.config import TrainConfig
+from arborl.trainer.local.loop import Trainer
+from arborl.trainer.local.metrics_log import read_metrics
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

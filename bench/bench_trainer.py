@@ -55,10 +55,10 @@ from typing import Any
 import gymnasium
 
 from arborl.envs import register_env
-from arborl.trainer.config import TrainConfig
-from arborl.trainer.loop import Trainer
-from arborl.trainer.metrics_log import read_metrics
-from arborl.trainer.report import _series, plot_runs, running_mean
+from arborl.trainer.local.config import TrainConfig
+from arborl.trainer.local.loop import Trainer
+from arborl.trainer.local.metrics_log import read_metrics
+from arborl.trainer.local.report import _series, plot_runs, running_mean
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

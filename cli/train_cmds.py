@@ -18,10 +18,10 @@ console = Console(soft_wrap=True)  # long lines (paths) stay whole in logs and p
 def cmd_train(args: argparse.Namespace) -> int:
     from arborl.envs import configure
     from arborl.sandboxes import PoolConfig
-    from arborl.trainer.config import TrainConfig
-    from arborl.trainer.loop import RunDirError, Trainer
-    from arborl.trainer.metrics_log import read_metrics
-    from arborl.trainer.report import headline_lines, write_report
+    from arborl.trainer.local.config import TrainConfig
+    from arborl.trainer.local.loop import RunDirError, Trainer
+    from arborl.trainer.local.metrics_log import read_metrics
+    from arborl.trainer.local.report import headline_lines, write_report
 
     cfg = load_config(args.overrides, name="train")
     keys = [k for k in cfg if k not in ("sandbox", "pool", "image", "demo")]
@@ -45,7 +45,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from arborl.trainer.report import write_report
+    from arborl.trainer.local.report import write_report
 
     try:
         png, page = write_report(args.runs, args.out)
@@ -57,7 +57,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_verl_data(args: argparse.Namespace) -> int:
-    from arborl.trainer.verl_main import build_verl_dataset
+    from arborl.trainer.verl.main import build_verl_dataset
 
     train, val = build_verl_dataset(args.suite, args.out)
     console.print(f"wrote {train} and {val}")
@@ -65,7 +65,7 @@ def cmd_verl_data(args: argparse.Namespace) -> int:
 
 
 def cmd_verl_train(args: argparse.Namespace) -> int:
-    from arborl.trainer.verl_main import run_verl
+    from arborl.trainer.verl.main import run_verl
 
     run_verl(args.overrides, cpu=args.cpu)
     return 0

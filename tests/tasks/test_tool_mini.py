@@ -159,7 +159,7 @@ def test_counterfactual_tasks_carry_their_own_made_up_facts_and_search_finds_the
 def test_the_main_jobs_questions_are_the_counterfactual_ones_and_take_other_options():
     from arborl.cli.config import load_config, section
     from arborl.tasks.stream import task_stream
-    from arborl.trainer.config import TrainConfig
+    from arborl.trainer.local.config import TrainConfig
 
     # the main job's stream is tool-mix's: half houses, half the counterfactual questions
     tasks = TrainConfig.model_validate({"tasks": section(load_config([], "train"), "tasks")}).tasks

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from arith_suite import train_config  # also registers the test-arith suite
 
-from arborl.trainer.budget import PhaseBudget, steps_that_fit
-from arborl.trainer.learner import Learner
-from arborl.trainer.loop import Trainer
-from arborl.trainer.metrics_log import read_metrics
+from arborl.trainer.local.budget import PhaseBudget, steps_that_fit
+from arborl.trainer.local.learner import Learner
+from arborl.trainer.local.loop import Trainer
+from arborl.trainer.local.metrics_log import read_metrics
 
 
 def test_steps_that_fit_stay_between_the_steps_done_and_the_steps_planned():
@@ -87,7 +87,7 @@ def test_a_slow_warm_start_is_shortened_so_that_rl_runs_and_the_cut_is_recorded(
 def test_a_warm_start_that_slows_down_is_planned_again(tmp_path: Path, monkeypatch, capsys):
     # Fast first steps (0.05 s) then 0.4 s ones: planned from the first steps alone, the warm
     # start would take RL's share and more; planned again as it goes, it ends near its own.
-    from arborl.trainer import loop
+    from arborl.trainer.local import loop
 
     monkeypatch.setattr(loop, "REPLAN_EVERY", 5)
     fast, calls = Learner.sft_update, []

@@ -19,11 +19,11 @@ from arith_suite import train_config as config  # also registers the test-arith 
 from arborl.agents import read_trajectories
 from arborl.envs import register_env
 from arborl.envs.base import Step, TextEnv
-from arborl.trainer.checkpoint import Checkpointer
-from arborl.trainer.loop import RunDirError, Trainer
-from arborl.trainer.metrics_log import read_metrics
-from arborl.trainer.report import write_report
-from arborl.trainer.rollout import RolloutError
+from arborl.trainer.local.checkpoint import Checkpointer
+from arborl.trainer.local.loop import RunDirError, Trainer
+from arborl.trainer.local.metrics_log import read_metrics
+from arborl.trainer.local.report import write_report
+from arborl.trainer.local.rollout import RolloutError
 
 HERE = Path(__file__).resolve().parent
 

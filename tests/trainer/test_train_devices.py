@@ -13,8 +13,8 @@ import pytest
 import torch
 from arborl_require import unavailable
 
-from arborl.trainer.config import TrainConfig
-from arborl.trainer.loop import Trainer, resolve_device
+from arborl.trainer.local.config import TrainConfig
+from arborl.trainer.local.loop import Trainer, resolve_device
 
 
 def config(run_dir: Path, **model) -> TrainConfig:

@@ -43,8 +43,8 @@ from arborl.kernels.attention import register_sdpa_gqa
 from arborl.tasks import get_suite
 from arborl.tasks.stream import task_stream
 from arborl.tasks.suites import resolve
+from arborl.trainer.batch import trajectories_to_dataproto
 
-from .batch import trajectories_to_dataproto
 from .budget import Cut, PhaseBudget
 from .buffer import Group, GroupBuffer
 from .checkpoint import Checkpointer, RunState
