@@ -1,6 +1,6 @@
 """The single-machine training run: warm start, then asynchronous RL with bounded staleness.
 
-    summary = asyncio.run(Trainer(TrainConfig()).run())     # what `arborl train` does
+    summary = asyncio.run(Trainer(TrainConfig.main_job()).run())   # what `arborl train` does
 
 One process, one event loop: rollout groups (`rollout.RolloutManager`) run on the loop
 while the learner's update runs in a worker thread, joined by a bounded `GroupBuffer`::
