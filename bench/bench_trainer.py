@@ -56,9 +56,9 @@ import gymnasium
 
 from arborl.envs import register_env
 from arborl.trainer.local.config import TrainConfig
-from arborl.trainer.local.loop import Trainer
 from arborl.trainer.local.metrics_log import read_metrics
 from arborl.trainer.local.report import _series, plot_runs, running_mean
+from arborl.trainer.local.trainer import Trainer
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

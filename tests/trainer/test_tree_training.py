@@ -16,8 +16,8 @@ from arborl.envs import register_env
 from arborl.envs.base import Step, TextEnv
 from arborl.trainer.local.checkpoint import Checkpointer
 from arborl.trainer.local.config import TrainConfig
-from arborl.trainer.local.loop import Trainer
 from arborl.trainer.local.metrics_log import read_metrics
+from arborl.trainer.local.trainer import Trainer
 
 
 class Parity(TextEnv):
