@@ -239,7 +239,7 @@ def test_gold_transcripts_fit_the_trainers_context_with_the_tiny_tokenizer(gold_
         chat = [m for m in ep.messages if m["content"] != "Answer recorded."]
         ids = tok.apply_chat_template(chat, tools=info["tools"], tokenize=True)
         longest = max(longest, len(ids["input_ids"] if isinstance(ids, dict) else ids))
-    assert longest <= 1024, longest  # cli/conf/train.yaml: rollout.max_context_tokens
+    assert longest <= 1024, longest  # TrainConfig's rollout.max_context_tokens
 
 
 def test_empty_policy_never_answers():
