@@ -51,9 +51,11 @@ from typing import Any
 
 from bench_trainer import main_job_model, slug, t975
 
-from arborl.trainer.config import TrainConfig
-from arborl.trainer.loop import Trainer
-from arborl.trainer.metrics_log import read_metrics
+from arborl.trainer.local.config import TrainConfig
+from arborl.trainer.local.context import RunContext
+from arborl.trainer.local.metrics_log import read_metrics
+from arborl.trainer.local.reinforce import Reinforce
+from arborl.trainer.local.trainer import Trainer
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -95,26 +97,37 @@ MODES: dict[str, dict[str, Any]] = {
 }
 
 
-class TokenBudgetTrainer(Trainer):
-    """Stops RL once the run has generated `budget` tokens (evaluating at that step, as at
-    the last). Tree leaves count their share of the tree's sampled tokens
+class TokenBudgetReinforce(Reinforce):
+    """RL that stops once the run has generated `budget` tokens (evaluating at that step, as
+    at the last). Tree leaves count their share of the tree's sampled tokens
     (`metrics.generated_tokens`), independent episodes their response tokens."""
 
-    def __init__(self, config: TrainConfig, budget: float | None) -> None:
-        super().__init__(config)
+    def __init__(self, ctx: RunContext, budget: float | None) -> None:
+        super().__init__(ctx)
         self.budget, self.generated = budget, 0.0
 
-    def _rollout_metrics(self, groups: list[Any], *args: Any, **kwargs: Any) -> dict[str, float]:
-        m = super()._rollout_metrics(groups, *args, **kwargs)
+    def rollout_metrics(self, groups: list[Any], *args: Any, **kwargs: Any) -> dict[str, float]:
+        m = super().rollout_metrics(groups, *args, **kwargs)
         trajs = [t for g in groups for t in g.trajectories]
         tokens = sum(t.metrics.get("generated_tokens", t.num_response_tokens) for t in trajs)
         self.generated += tokens
         m["bench/generated_tokens"] = tokens / max(1, len(trajs))
         m["bench/generated_total"] = self.generated
         if self.budget is not None and self.generated >= self.budget:
-            # this step is the last (and evaluated): the loop's target, in both its spellings
-            self.cfg.run.steps = self.rl_steps = self.state.version
+            # this step is the last (and evaluated): the phase's target, and the config's
+            self.ctx.cfg.run.steps = self.pacer.target = self.ctx.state.version
         return m
+
+
+class TokenBudgetTrainer(Trainer):
+    """A run whose RL phase is `TokenBudgetReinforce`."""
+
+    def __init__(self, config: TrainConfig, budget: float | None) -> None:
+        super().__init__(config)
+        self.budget = budget
+
+    def reinforce(self, ctx: RunContext) -> Reinforce:
+        return TokenBudgetReinforce(ctx, self.budget)
 
 
 def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:

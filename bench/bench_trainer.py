@@ -55,10 +55,10 @@ from typing import Any
 import gymnasium
 
 from arborl.envs import register_env
-from arborl.trainer.config import TrainConfig
-from arborl.trainer.loop import Trainer
-from arborl.trainer.metrics_log import read_metrics
-from arborl.trainer.report import _series, plot_runs, running_mean
+from arborl.trainer.local.config import TrainConfig
+from arborl.trainer.local.metrics_log import read_metrics
+from arborl.trainer.local.report import _series, plot_runs, running_mean
+from arborl.trainer.local.trainer import Trainer
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -97,10 +97,8 @@ def slow_tool_env(**kwargs: Any) -> gymnasium.Env:
 
 
 def main_job_model() -> dict[str, Any]:
-    """The main job's tiny-model sizes (`model.tiny` of cli/conf/train.yaml)."""
-    from omegaconf import OmegaConf
-
-    return dict(OmegaConf.to_container(OmegaConf.load(HERE.parent / "cli/conf/train.yaml").model.tiny))
+    """The main job's tiny-model sizes (`model.tiny` of `TrainConfig.main_job()`)."""
+    return TrainConfig.main_job().model.tiny.model_dump()
 
 
 def base_config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
@@ -414,7 +412,7 @@ def main() -> None:
         model = args.init
     else:
         warm = args.out / "warm"
-        # The main job's warm start (cli/conf/train.yaml), shorter: counterfactual look-ups and
+        # The main job's warm start (TrainConfig.main_job()), shorter: counterfactual look-ups and
         # two-step questions, 20000 demonstrations, tool results predicted too.
         recipe = {"steps": args.sft_steps, "demos": 200 if args.quick else 20000, "env_weight": 1.0}
         counterfactual = {"train": "arborl.tasks.tool_mini:generate_counterfactual_tasks"}

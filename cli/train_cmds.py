@@ -5,27 +5,38 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from .config import load_config, section
 
+if TYPE_CHECKING:
+    from arborl.trainer.local.config import TrainConfig
+
 console = Console(soft_wrap=True)  # long lines (paths) stay whole in logs and pipes
+
+
+def compose_train(overrides: list[str]) -> tuple[DictConfig, TrainConfig]:
+    """The composed config of `arborl train` and its training sections as a `TrainConfig`
+    (with no overrides: `TrainConfig.main_job()`)."""
+    from arborl.trainer.local.config import TrainConfig
+
+    cfg = load_config(overrides, name="train")
+    keys = [k for k in cfg if k not in ("sandbox", "pool", "image", "demo")]
+    return cfg, TrainConfig.model_validate({k: OmegaConf.to_container(cfg[k], resolve=True) for k in keys})
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     from arborl.envs import configure
     from arborl.sandboxes import PoolConfig
-    from arborl.trainer.config import TrainConfig
-    from arborl.trainer.loop import RunDirError, Trainer
-    from arborl.trainer.metrics_log import read_metrics
-    from arborl.trainer.report import headline_lines, write_report
+    from arborl.trainer.local.context import RunDirError
+    from arborl.trainer.local.metrics_log import read_metrics
+    from arborl.trainer.local.report import headline_lines, write_report
+    from arborl.trainer.local.trainer import Trainer
 
-    cfg = load_config(args.overrides, name="train")
-    keys = [k for k in cfg if k not in ("sandbox", "pool", "image", "demo")]
-    train = TrainConfig.model_validate({k: OmegaConf.to_container(cfg[k], resolve=True) for k in keys})
+    cfg, train = compose_train(args.overrides)
     configure(backend=section(cfg, "sandbox"), pool=PoolConfig(**section(cfg, "pool")))
     logging.getLogger("arborl").setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
     console.print(
@@ -45,7 +56,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from arborl.trainer.report import write_report
+    from arborl.trainer.local.report import write_report
 
     try:
         png, page = write_report(args.runs, args.out)
@@ -57,7 +68,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_verl_data(args: argparse.Namespace) -> int:
-    from arborl.trainer.verl_main import build_verl_dataset
+    from arborl.trainer.verl.main import build_verl_dataset
 
     train, val = build_verl_dataset(args.suite, args.out)
     console.print(f"wrote {train} and {val}")
@@ -65,7 +76,7 @@ def cmd_verl_data(args: argparse.Namespace) -> int:
 
 
 def cmd_verl_train(args: argparse.Namespace) -> int:
-    from arborl.trainer.verl_main import run_verl
+    from arborl.trainer.verl.main import run_verl
 
     run_verl(args.overrides, cpu=args.cpu)
     return 0
@@ -74,7 +85,10 @@ def cmd_verl_train(args: argparse.Namespace) -> int:
 def register(add: Any) -> None:
     sp = add("train", "train a policy with RL: warm start, then asynchronous GRPO (the main job)", cmd_train)
     sp.add_argument(
-        "overrides", nargs="*", help="Hydra overrides of cli/conf/train.yaml, e.g. learner.lr=1e-4"
+        "overrides",
+        nargs="*",
+        help="Hydra overrides of the main job (TrainConfig.main_job(): arborl/trainer/local/main_job.yaml "
+        "over TrainConfig's defaults), e.g. learner.lr=1e-4",
     )
     sp = add("report", "plot the learning curves of training runs (PNG + HTML)", cmd_report)
     sp.add_argument("runs", nargs="+", help="run directories (several: curves overlaid)")

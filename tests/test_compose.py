@@ -46,7 +46,7 @@ def test_services_cover_the_design_card():
 def test_arborl_commands_compose_into_valid_configs(cmd):
     from arborl.cli.eval_cmds import _SHARED
     from arborl.eval.config import EvalConfig
-    from arborl.trainer.config import TrainConfig
+    from arborl.trainer.local.config import TrainConfig
 
     sub, overrides = cmd[1], [a for a in cmd[2:] if "=" in a]
     if sub == "train":
@@ -78,7 +78,7 @@ def test_eval_service_loads_the_model_the_trainer_service_saves(tmp_path, monkey
     from arborl.agents.engines.weights import resolve_model_dir
     from arborl.cli.eval_cmds import _SHARED
     from arborl.eval.config import EvalConfig
-    from arborl.trainer.checkpoint import Checkpointer, RunState
+    from arborl.trainer.local.checkpoint import Checkpointer, RunState
 
     assert COMPOSE["services"]["eval"]["working_dir"] == COMPOSE["services"]["trainer"]["working_dir"]
     monkeypatch.chdir(tmp_path)

@@ -75,6 +75,7 @@ def test_wheel_holds_only_the_arborl_namespace(tmp_path):
     for data in (
         *data_files,
         "cli/conf/image/gui.yaml",
+        "trainer/local/main_job.yaml",
         "trainer/verl/arborl_ppo.yaml",
         "trainer/verl/agent_loops.yaml",
         "trainer/verl/platform/cpu.yaml",

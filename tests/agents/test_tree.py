@@ -118,9 +118,9 @@ async def test_every_env_a_branch_makes_is_closed(engine, tok):
 async def test_the_rollout_manager_reuses_branch_envs_and_closes_them(engine, tok, tmp_path):
     """In the trainer a branch's env goes back to the manager's pool: two trees in a row make
     no more envs than one tree runs at once, and `close()` closes every one."""
-    from arborl.trainer.buffer import GroupBuffer
-    from arborl.trainer.rollout import RolloutManager
-    from arborl.trainer.store import TrajectoryStore
+    from arborl.trainer.local.buffer import GroupBuffer
+    from arborl.trainer.local.rollout import RolloutManager
+    from arborl.trainer.local.store import TrajectoryStore
 
     made, closed = [], []
 

@@ -20,7 +20,7 @@ from arborl.agents import Agent, AgentConfig
 from arborl.envs import arelease, areset, astep, get_parser
 from arborl.sandboxes import PoolConfig, SandboxPool
 from arborl.tasks import CodeTask
-from arborl.trainer.rollout import INFRA_FAILURES
+from arborl.trainer.local.rollout import INFRA_FAILURES
 
 P = get_parser("hermes")
 TASK = CodeTask(

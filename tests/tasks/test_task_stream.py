@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from arborl.tasks.stream import task_stream
-from arborl.trainer.config import TrainConfig
+from arborl.trainer.local.config import TrainConfig
 
 TOOL_MINI = "arborl.tasks.tool_mini:generate_tool_tasks"
 

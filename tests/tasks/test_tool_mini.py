@@ -159,7 +159,7 @@ def test_counterfactual_tasks_carry_their_own_made_up_facts_and_search_finds_the
 def test_the_main_jobs_questions_are_the_counterfactual_ones_and_take_other_options():
     from arborl.cli.config import load_config, section
     from arborl.tasks.stream import task_stream
-    from arborl.trainer.config import TrainConfig
+    from arborl.trainer.local.config import TrainConfig
 
     # the main job's stream is tool-mix's: half houses, half the counterfactual questions
     tasks = TrainConfig.model_validate({"tasks": section(load_config([], "train"), "tasks")}).tasks
@@ -239,7 +239,7 @@ def test_gold_transcripts_fit_the_trainers_context_with_the_tiny_tokenizer(gold_
         chat = [m for m in ep.messages if m["content"] != "Answer recorded."]
         ids = tok.apply_chat_template(chat, tools=info["tools"], tokenize=True)
         longest = max(longest, len(ids["input_ids"] if isinstance(ids, dict) else ids))
-    assert longest <= 1024, longest  # cli/conf/train.yaml: rollout.max_context_tokens
+    assert longest <= 1024, longest  # TrainConfig's rollout.max_context_tokens
 
 
 def test_empty_policy_never_answers():

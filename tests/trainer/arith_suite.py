@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from arborl.tasks import Suite, ToolDecl, ToolTask, register_suite
-from arborl.trainer.config import TrainConfig
+from arborl.trainer.local.config import TrainConfig
 
 CALC = ToolDecl(
     name="calculator",

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from arith_suite import train_config  # also registers the test-arith suite
 
-from arborl.trainer.budget import PhaseBudget, steps_that_fit
-from arborl.trainer.learner import Learner
-from arborl.trainer.loop import Trainer
-from arborl.trainer.metrics_log import read_metrics
+from arborl.trainer.local.budget import Pacer, PhaseBudget, Plan, steps_that_fit
+from arborl.trainer.local.learner import Learner
+from arborl.trainer.local.metrics_log import read_metrics
+from arborl.trainer.local.trainer import Trainer
 
 
 def test_steps_that_fit_stay_between_the_steps_done_and_the_steps_planned():
@@ -44,6 +44,79 @@ def test_the_warm_start_leaves_rl_its_share_and_counts_its_evaluations():
         .kept
         == 200
     )
+
+
+def run_paced(pacer: Pacer, now: list[float], step_s, evaluations=()) -> dict[int, tuple[Plan, float]]:
+    """Step a phase under `pacer` on a fake clock: step n takes `step_s(n)` seconds, and an
+    evaluation of 4 s follows each step in `evaluations`. The plans taken, by step, with the
+    clock when each was made."""
+    plans, step = {}, 0
+    while step < pacer.target:
+        step += 1
+        plan = pacer.before(step)
+        if plan is not None:
+            plans[step] = (plan, now[0])
+            if step > pacer.target:
+                break
+        now[0] += step_s(step)
+        if step in evaluations:
+            now[0] += 4.0
+            pacer.evaluated(4.0)
+    return plans
+
+
+def test_the_pacer_leaves_out_the_first_step_and_the_evaluations_and_plans_again():
+    now = [0.0]
+    budget = PhaseBudget(budget_s=100.0, rl_share=0.5)  # the warm start may last until 50 s
+
+    def pacer() -> Pacer:
+        now[0] = 0.0
+        clock = lambda: now[0]  # noqa: E731
+        return Pacer(budget, "sft", planned=1000, first=0, eval_every=None, eval_s=2.0, elapsed=clock,
+                     replan_every=5, clock=clock)  # fmt: skip
+
+    # a 10 s warm-up step, then 0.1 s steps, then 0.5 s from step 9 on
+    slowing = pacer()
+    plans = run_paced(slowing, now, lambda n: 10.0 if n == 1 else 0.1 if n <= 8 else 0.5, evaluations={3})
+    first, at = plans[6]  # after `probe` (5) steps, timed from the second, the evaluation left out
+    assert first.say and first.cut.step_s == pytest.approx(0.1) and at == pytest.approx(14.4)
+    # what the arithmetic plans from that pace, with the evaluation's 4 s expected at the end
+    assert first.cut == budget.plan_sft(
+        planned=1000, done=5, step_s=first.cut.step_s, elapsed_s=at, eval_every=None, eval_s=4.0
+    )
+    assert 315 <= first.cut.kept <= 325
+    assert all(s % 5 == 1 for s in plans) and len(plans) >= 2, plans  # planned again every 5 steps
+    assert slowing.target == plans[max(plans)][0].cut.kept < first.cut.kept
+    assert now[0] <= 50.0  # the phase kept to its share of the budget
+
+    # the same pace throughout: the plans after the first move nothing, and none is taken
+    steady = pacer()
+    plans = run_paced(steady, now, lambda n: 10.0 if n == 1 else 0.1, evaluations={3})
+    assert list(plans) == [6] and steady.target == plans[6][0].cut.kept
+
+
+def test_rl_is_planned_once_from_its_own_first_steps_and_stops_with_the_budget():
+    now = [100.0]  # the run's seconds before RL
+    budget = PhaseBudget(budget_s=160.0)
+    clock = lambda: now[0]  # noqa: E731
+    pacer = Pacer(budget, "rl", planned=200, first=40, eval_every=20, eval_s=3.0, elapsed=clock, clock=clock)
+    plans, step, planned_at = {}, 40, 0.0  # RL resumed at version 40
+    while step < pacer.target and not pacer.out_of_time():
+        step += 1
+        plan = pacer.before(step)
+        if plan is not None:
+            plans[step], planned_at = plan, now[0]
+        now[0] += 5.0 if step == 41 else 1.0
+    assert list(plans) == [46]  # once, after `probe` steps of its own: no re-planning
+    assert plans[46].cut.step_s == 1.0  # its first step (5 s) left out
+    expected = budget.plan_rl(
+        planned=200, done=45, step_s=1.0, elapsed_s=planned_at, eval_every=20, eval_s=3.0
+    )
+    assert plans[46].cut == expected and step == pacer.target == expected.kept < 200
+    assert not pacer.out_of_time()
+    now[0] = 160.0
+    assert pacer.out_of_time()
+    assert PhaseBudget.from_minutes(None).budget_s is None and PhaseBudget.from_minutes(0.5).budget_s == 30
 
 
 @pytest.fixture
@@ -87,9 +160,9 @@ def test_a_slow_warm_start_is_shortened_so_that_rl_runs_and_the_cut_is_recorded(
 def test_a_warm_start_that_slows_down_is_planned_again(tmp_path: Path, monkeypatch, capsys):
     # Fast first steps (0.05 s) then 0.4 s ones: planned from the first steps alone, the warm
     # start would take RL's share and more; planned again as it goes, it ends near its own.
-    from arborl.trainer import loop
+    from arborl.trainer.local import budget
 
-    monkeypatch.setattr(loop, "REPLAN_EVERY", 5)
+    monkeypatch.setattr(budget, "REPLAN_EVERY", 5)
     fast, calls = Learner.sft_update, []
 
     def slowing(self, *args, **kwargs):

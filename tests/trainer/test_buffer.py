@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from arborl.agents.trajectory import Trajectory, Turn
-from arborl.trainer.buffer import Group, GroupBuffer
+from arborl.trainer.local.buffer import Group, GroupBuffer
 
 
 def group(index: int, *versions: list[int]) -> Group:

@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM
 
 from arborl.agents import Trajectory, Turn
 from arborl.trainer.batch import trajectories_to_dataproto
-from arborl.trainer.learner import Learner, LearnerConfig
+from arborl.trainer.local.learner import Learner, LearnerConfig
 
 T = 0.7
 

@@ -19,11 +19,14 @@ from arith_suite import train_config as config  # also registers the test-arith 
 from arborl.agents import read_trajectories
 from arborl.envs import register_env
 from arborl.envs.base import Step, TextEnv
-from arborl.trainer.checkpoint import Checkpointer
-from arborl.trainer.loop import RunDirError, Trainer
-from arborl.trainer.metrics_log import read_metrics
-from arborl.trainer.report import write_report
-from arborl.trainer.rollout import RolloutError
+from arborl.tasks.stream import task_stream
+from arborl.trainer.local.checkpoint import Checkpointer
+from arborl.trainer.local.context import RunDirError
+from arborl.trainer.local.metrics_log import read_metrics
+from arborl.trainer.local.report import write_report
+from arborl.trainer.local.rollout import RolloutError
+from arborl.trainer.local.trainer import Trainer
+from arborl.trainer.local.warm_start import demo_tasks
 
 HERE = Path(__file__).resolve().parent
 
@@ -261,9 +264,8 @@ def test_a_warm_start_on_some_task_kinds_only(tmp_path):
         },
         sft={"demos": 12, "train_options": {"kinds": ["lookup", "multi"]}},
     )
-    trainer = Trainer.__new__(Trainer)
-    trainer.cfg = cfg
-    demos = trainer._demo_tasks()
+    t = cfg.tasks
+    demos = demo_tasks(cfg, task_at=task_stream(t.train, t.train_size, t.seed, t.train_options))
     assert len(demos) == 12 and {t.metadata["kind"] for t in demos} == {"lookup", "multi"}
     assert all(t.metadata["world"] == "counterfactual" for t in demos)  # tasks.train_options kept
 

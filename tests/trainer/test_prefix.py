@@ -11,8 +11,8 @@ from transformers import AutoModelForCausalLM
 
 from arborl.agents import Trajectory, Turn
 from arborl.trainer.batch import trajectories_to_dataproto
-from arborl.trainer.learner import Learner, LearnerConfig
-from arborl.trainer.prefix import common_prefix_length
+from arborl.trainer.local.learner import Learner, LearnerConfig
+from arborl.trainer.local.prefix import common_prefix_length
 
 
 @pytest.fixture(scope="module")

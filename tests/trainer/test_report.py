@@ -7,8 +7,8 @@ import json
 
 from PIL import Image
 
-from arborl.trainer.metrics_log import read_metrics
-from arborl.trainer.report import curve_table, headline_lines, plot_runs, running_mean, write_report
+from arborl.trainer.local.metrics_log import read_metrics
+from arborl.trainer.local.report import curve_table, headline_lines, plot_runs, running_mean, write_report
 
 
 def write_run(path, sft: bool):

@@ -13,8 +13,9 @@ import pytest
 import torch
 from arborl_require import unavailable
 
-from arborl.trainer.config import TrainConfig
-from arborl.trainer.loop import Trainer, resolve_device
+from arborl.trainer.local.config import TrainConfig
+from arborl.trainer.local.context import resolve_device
+from arborl.trainer.local.trainer import Trainer
 
 
 def config(run_dir: Path, **model) -> TrainConfig:
@@ -44,8 +45,8 @@ def test_auto_device_is_the_cpu_here():
 def test_a_bfloat16_run_trains_in_bfloat16(tmp_path):
     trainer = Trainer(config(tmp_path / "bf16", dtype="bfloat16", device="cpu"))
     summary = asyncio.run(trainer.run())
-    assert summary["rl_steps"] == 2 and trainer.learner.steps > 0
-    assert trainer.model.dtype == torch.bfloat16 and trainer.engine.model.dtype == torch.bfloat16
+    assert summary["rl_steps"] == 2 and trainer.ctx.learner.steps > 0
+    assert trainer.ctx.model.dtype == torch.bfloat16 and trainer.ctx.engine.model.dtype == torch.bfloat16
 
 
 @pytest.mark.slow
@@ -62,5 +63,5 @@ def test_a_run_can_generate_with_vllm_in_process(tmp_path):
     trainer = Trainer(cfg)
     summary = asyncio.run(trainer.run())
     assert summary["rl_steps"] == 2
-    assert type(trainer.engine).__name__ == "VLLMEngine"
-    assert trainer._pushes >= 2  # the learner's weights reached vLLM after each update
+    assert type(trainer.ctx.engine).__name__ == "VLLMEngine"
+    assert trainer.ctx.pushes >= 2  # the learner's weights reached vLLM after each update

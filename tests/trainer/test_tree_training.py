@@ -14,10 +14,10 @@ from arborl.agents import Trajectory, read_trajectories
 from arborl.agents.tiny import ensure_tiny_model
 from arborl.envs import register_env
 from arborl.envs.base import Step, TextEnv
-from arborl.trainer.checkpoint import Checkpointer
-from arborl.trainer.config import TrainConfig
-from arborl.trainer.loop import Trainer
-from arborl.trainer.metrics_log import read_metrics
+from arborl.trainer.local.checkpoint import Checkpointer
+from arborl.trainer.local.config import TrainConfig
+from arborl.trainer.local.metrics_log import read_metrics
+from arborl.trainer.local.trainer import Trainer
 
 
 class Parity(TextEnv):

@@ -13,7 +13,7 @@ import torch
 
 from arborl.agents.engines import HFEngineConfig, SamplingParams, make_engine
 from arborl.envs import register_env
-from arborl.trainer.verl_main import build_verl_dataset, compose_verl_config
+from arborl.trainer.verl.main import build_verl_dataset, compose_verl_config
 
 verl_loop = pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 from verl import DataProto  # noqa: E402

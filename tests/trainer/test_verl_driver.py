@@ -18,7 +18,9 @@ from verl import DataProto
 from verl.trainer.ppo import core_algos, ray_trainer
 
 from arborl.agents.credit import compute_advantages
-from arborl.trainer import verl_cpu, verl_credit, verl_main
+from arborl.trainer.verl import cpu as verl_cpu
+from arborl.trainer.verl import credit as verl_credit
+from arborl.trainer.verl import main as verl_main
 
 
 def test_config_takes_plus_overrides_and_the_cpu_preset():
@@ -64,7 +66,7 @@ def test_run_verl_runs_verls_run_ppo_as_verls_main_does(monkeypatch, tmp_path, e
     monkeypatch.setattr("verl.trainer.main_ppo.run_ppo", run_ppo)
     monkeypatch.setattr(verl_cpu, "vllm_metadata_dir", lambda root=None: tmp_path)
     verl_main.run_verl(["actor_rollout_ref.model.path=/m"], cpu=True)  # the CPU preset alone validates
-    from arborl.trainer.verl_driver import ArborlTaskRunner, ArborlTaskRunnerActor
+    from arborl.trainer.verl.driver import ArborlTaskRunner, ArborlTaskRunnerActor
 
     assert seen["runner"] is ArborlTaskRunnerActor
     assert ArborlTaskRunnerActor.__ray_metadata__.modified_class.__ray_actor_class__ is ArborlTaskRunner

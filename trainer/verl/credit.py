@@ -61,7 +61,7 @@ def install(credit_log: str | None = None) -> None:
     (idempotent). Raises `VerlPatchError` when verl's function no longer looks as expected."""
     from verl.trainer.ppo import core_algos, ray_trainer
 
-    from arborl.trainer.verl_cpu import VerlPatchError
+    from arborl.trainer.verl.cpu import VerlPatchError
 
     original = getattr(ray_trainer, "compute_advantage", None)
     if original is None:
@@ -74,7 +74,7 @@ def install(credit_log: str | None = None) -> None:
     if params != _EXPECTED or "core_algos.get_adv_estimator_fn(adv_estimator)" not in source:
         raise VerlPatchError(
             f"{WHERE} changed (parameters {params}, or it no longer looks estimators up with "
-            "core_algos.get_adv_estimator_fn): update arborl.trainer.verl_credit for this verl"
+            "core_algos.get_adv_estimator_fn): update arborl.trainer.verl.credit for this verl"
         )
     registry = core_algos.ADV_ESTIMATOR_REGISTRY
 

@@ -10,7 +10,7 @@ Hydra's search path, arborl's agent loop and ``arborl:`` section on top; with ``
 `run_verl` does what verl's own ``main`` does (device auto-set, config validation) and then
 verl's ``run_ppo`` with `ArborlTaskRunner`: verl's ``TaskRunner`` whose ``run`` first makes the
 driver process ready for arborl (estimators registered, their per-row fields passed;
-`arborl.trainer.verl_credit`). Training itself is verl's ``RayPPOTrainer``.
+`arborl.trainer.verl.credit`). Training itself is verl's ``RayPPOTrainer``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent / "verl"
+HERE = Path(__file__).resolve().parent  # arborl_ppo.yaml, agent_loops.yaml, platform/
 VERL_CONFIG = "pkg://verl.trainer.config"  # verl's own Hydra tree (ppo_trainer and its groups)
 
 
@@ -84,12 +84,12 @@ def run_verl(overrides: list[str] | None = None, cpu: bool = False) -> None:
     """verl's PPO training with arborl's agent loop and estimators, as verl's ``main`` runs it.
 
     ``cpu=True`` runs it on a CPU host (tests, a laptop): the CPU platform and patches of
-    `arborl.trainer.verl_cpu` in every process of the run, and the CPU preset config."""
+    `arborl.trainer.verl.cpu` in every process of the run, and the CPU preset config."""
     if cpu:
-        from arborl.trainer import verl_cpu
+        from arborl.trainer.verl import cpu as cpu_platform
 
-        os.environ.update(verl_cpu.cpu_environ())  # before Ray starts: its workers inherit it
-        verl_cpu.install()
+        os.environ.update(cpu_platform.cpu_environ())  # before Ray starts: its workers inherit it
+        cpu_platform.install()
     cfg = compose_verl_config(overrides, cpu=cpu)
     from verl.trainer.main_ppo import run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -106,6 +106,6 @@ def run_verl(overrides: list[str] | None = None, cpu: bool = False) -> None:
         Path(log).parent.mkdir(parents=True, exist_ok=True)
     auto_set_device(cfg)
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-    from arborl.trainer.verl_driver import ArborlTaskRunnerActor
+    from arborl.trainer.verl.driver import ArborlTaskRunnerActor
 
     run_ppo(cfg, task_runner_class=ArborlTaskRunnerActor)

@@ -1,26 +1,29 @@
-"""The training run's configuration: typed, one docstring per field, composed by Hydra.
+"""The training run's configuration: typed, one description per field, one source of defaults.
 
-`arborl train` composes `cli/conf/train.yaml` with command-line overrides
-(`arborl train rollout.group_size=4 learner.lr=1e-5 async.mode=sync`) and validates the
-result into `TrainConfig`; unknown keys are errors.
+Each field's default is the plain building block a program or a test starts from (no warm
+start, tool-mini's plain task stream, no time budget), so that `TrainConfig(...)` does only
+what it is told. The main job's recipe is `main_job.yaml` beside this file: it names only
+where the main job differs from those defaults, and `TrainConfig.main_job()` loads it.
 
-Two layers of defaults, on purpose: the yaml is the main job's recipe (a 2000-step warm start
-on 20000 demonstrations with `sft.env_weight=1.0`, counterfactual training tasks, a time
-budget), while the fields' own defaults here are the plain building blocks a program or a
-test starts from (no warm start, tool-mini's plain task stream, no budget), so that
-`TrainConfig(...)` does only what it is told.
+`arborl train` composes exactly that tree (cli/config.py puts it in Hydra's config store) with
+the command line's overrides (`arborl train rollout.group_size=4 learner.lr=1e-5
+async.mode=sync`) and validates the result into `TrainConfig`; unknown keys are errors.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
+from omegaconf import OmegaConf
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from arborl.agents.tiny import TinyModelConfig
 from arborl.agents.tree import TreeConfig
 
 from .learner import LearnerConfig
+
+MAIN_JOB = Path(__file__).with_name("main_job.yaml")
 
 
 class _Strict(BaseModel):
@@ -169,7 +172,7 @@ class RunConfig(_Strict):
         None,
         gt=0,
         description="wall time of the whole run, planned per phase: after a few steps of each phase "
-        "its step time is measured and the phase is shortened to fit its share (trainer/budget.py); "
+        "its step time is measured and the phase is shortened to fit its share (trainer/local/budget.py); "
         "what was cut is printed and recorded (metrics `budget` events, summary.json)",
     )
     rl_share: float = Field(
@@ -202,3 +205,9 @@ class TrainConfig(_Strict):
     run: RunConfig = Field(default_factory=RunConfig)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @classmethod
+    def main_job(cls) -> TrainConfig:
+        """The main job's recipe, what `arborl train` runs without overrides: `main_job.yaml`
+        over the fields' defaults."""
+        return cls.model_validate(OmegaConf.to_container(OmegaConf.load(MAIN_JOB), resolve=True))

@@ -2,7 +2,7 @@
 ``RayPPOTrainer.fit``) whose ``run`` first readies its process for arborl.
 
 verl's advantage step runs in this actor's process, so this is where arborl's estimators must
-be registered and given their per-row fields (`arborl.trainer.verl_credit.install`). The rest
+be registered and given their per-row fields (`arborl.trainer.verl.credit.install`). The rest
 is verl's own ``run``: workers, datasets, ``RayPPOTrainer`` and ``fit``.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import ray
 from verl.trainer import main_ppo_v0
 
-from arborl.trainer.verl_cpu import VerlPatchError
+from arborl.trainer.verl.cpu import VerlPatchError
 
 
 def _verl_run() -> Any:
@@ -31,7 +31,7 @@ def _verl_run() -> Any:
     ):
         raise VerlPatchError(
             "verl.trainer.main_ppo_v0.TaskRunner.run is no longer a plain method of a Ray actor "
-            "over BaseTaskRunner: update arborl.trainer.verl_driver for this verl"
+            "over BaseTaskRunner: update arborl.trainer.verl.driver for this verl"
         )
     return run
 
@@ -43,12 +43,12 @@ class ArborlTaskRunner(main_ppo_v0.BaseTaskRunner):
     """verl's TaskRunner; ``run`` installs arborl's credit hook in the driver, then runs verl's."""
 
     def run(self, config: Any) -> Any:
-        from arborl.trainer import verl_credit
+        from arborl.trainer.verl import credit
 
         if os.environ.get("VERL_PLATFORM", "").lower() == "cpu":
-            import arborl.trainer.verl_cpu  # noqa: F401 - verl imports it as well; make sure
+            import arborl.trainer.verl.cpu  # noqa: F401 - verl imports it as well; make sure
 
-        verl_credit.install(credit_log=(config.get("arborl") or {}).get("credit_log"))
+        credit.install(credit_log=(config.get("arborl") or {}).get("credit_log"))
         return _VERL_RUN(self, config)
 
 

@@ -1,0 +1,1 @@
+"""The single-process trainer of `arborl train` (`trainer.Trainer`, configured by `config.TrainConfig`)."""

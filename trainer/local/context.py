@@ -1,0 +1,292 @@
+"""What the phases of a run share: its model, engine, agents, learner, tasks and run directory,
+and the acts both phases need (evaluate, push the weights, save, plan a cut).
+
+`RunContext.open()` builds it all (seeds, the run directory, the model and engine, a resume
+from the latest checkpoint); the phases (`warm_start.WarmStart`, `reinforce.Reinforce`) then
+act on it in turn, and `close()` stops the engine and the metrics sinks.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+
+from arborl.agents import Agent, AgentConfig
+from arborl.agents.engines import HFEngineConfig, InferenceEngine, SamplingParams
+from arborl.agents.engines.hf import HFEngine
+from arborl.agents.engines.weights import resolve_model_dir
+from arborl.agents.tiny import ensure_tiny_model
+from arborl.kernels.attention import register_sdpa_gqa
+from arborl.tasks import get_suite
+from arborl.tasks.stream import task_stream
+
+from .budget import Cut, PhaseBudget
+from .buffer import Group, GroupBuffer
+from .checkpoint import Checkpointer, RunState
+from .config import TrainConfig
+from .learner import Learner
+from .metrics_log import MetricsLogger, read_metrics, success_metrics
+from .progress import PhaseBar, Progress
+from .rollout import max_staleness
+from .store import TrajectoryStore
+
+log = logging.getLogger(__name__)
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto``: the CUDA device when there is one, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+class RunDirError(RuntimeError):
+    """The run directory holds another run (resume it, or pick another directory)."""
+
+
+class RunContext:
+    """One training run's shared state; built by `open()`."""
+
+    def __init__(self, config: TrainConfig, progress: Progress) -> None:
+        self.cfg = config
+        self.dir = Path(config.run.dir)
+        self.progress = progress
+        self.state = RunState()
+        self.budget = PhaseBudget.from_minutes(config.run.time_budget_min, config.run.rl_share)
+        self.pushes = 0  # engine weight updates so far (the engine counts them too)
+        self.cuts: dict[str, Cut] = {}  # what the time budget planned for each phase
+        self.last_eval_s = 0.0  # how long the latest held-out evaluation took
+        self.redo: list[int] = []  # task indices a resume runs again (in flight when it stopped)
+
+    # ---- setup -----------------------------------------------------------------------------
+    def open(self) -> None:
+        self._t0 = time.time()
+        self._seed()
+        resume, latest = self._open_run_dir()
+        cfg = self.cfg
+        base = (
+            resolve_model_dir(cfg.model.path)
+            if cfg.model.path
+            else str(ensure_tiny_model(config=cfg.model.tiny))
+        )
+        weights = str(latest / "model") if resume and latest else base
+        self._load_model(base, weights)
+        self.metrics = MetricsLogger(self.dir, wandb=cfg.run.wandb, config=cfg.model_dump(by_alias=True))
+        self.store = TrajectoryStore(self.dir / "trajectories")
+        self._load_tasks()
+        self.engine = self._make_engine(base, weights)
+        self._make_agents()
+        self._make_learner(weights)
+        if resume:
+            self._restore(latest)
+
+    def _seed(self) -> None:
+        """Torch threads and the Python, NumPy and torch seeds."""
+        cfg = self.cfg
+        if cfg.model.torch_threads:
+            torch.set_num_threads(cfg.model.torch_threads)
+        self.threads = self.learner_threads = torch.get_num_threads()
+        random.seed(cfg.run.seed)
+        np.random.seed(cfg.run.seed)
+        torch.manual_seed(cfg.run.seed)
+
+    def _open_run_dir(self) -> tuple[bool, Path | None]:
+        """(whether this continues a run, its latest checkpoint); refuses a run directory that
+        holds another run unless resuming, and a resume with nothing to resume."""
+        cfg = self.cfg
+        self.ckpt = Checkpointer(self.dir, keep=cfg.run.keep_checkpoints)
+        latest = self.ckpt.latest()
+        started = (self.dir / "metrics.jsonl").exists()
+        if started and cfg.run.resume is False:
+            raise RunDirError(
+                f"{self.dir} already holds a run: continue it (run.resume=true) or set another run.dir"
+            )
+        if cfg.run.resume is True and latest is None:
+            raise RunDirError(f"nothing to resume in {self.dir}: it has no checkpoint")
+        # A run killed before its first checkpoint resumes from scratch, keeping what it stored.
+        return started and cfg.run.resume is not False, latest
+
+    def _load_model(self, base: str, weights: str) -> None:
+        """The tokenizer (from `base`) and the policy (from `weights`) on the run's device."""
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(base)
+        self.device = resolve_device(self.cfg.model.device)
+        self.model = self._from_pretrained(weights)
+
+    def _from_pretrained(self, weights: str) -> Any:
+        from transformers import AutoModelForCausalLM
+
+        # Grouped-query attention without repeating the key/value heads on CPU (the engine's
+        # default too; same logits and gradients as transformers' sdpa, kernels/attention.py).
+        attn = register_sdpa_gqa()
+        dtype = getattr(torch, self.cfg.model.dtype)
+        model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype, attn_implementation=attn)
+        return model.to(self.device)
+
+    def _load_tasks(self) -> None:
+        """The training task stream, the evaluation suite's held-out tasks and the env factory."""
+        cfg = self.cfg
+        # The task stream first: importing its module may register the suites used below.
+        self.task_at = task_stream(
+            cfg.tasks.train, cfg.tasks.train_size, cfg.tasks.seed, cfg.tasks.train_options
+        )
+        suite = get_suite(cfg.tasks.eval_suite)
+        self.suite = suite
+        env_id = cfg.rollout.env_id or suite.env_id
+        env_kwargs = {**suite.env_kwargs, **cfg.rollout.env_kwargs}
+        self.env_factory = lambda: gymnasium.make(env_id, **env_kwargs)
+        self.eval_tasks = suite.tasks()[: cfg.tasks.eval_size]
+
+    def _make_engine(self, base: str, weights: str) -> InferenceEngine:
+        """The generation engine `model.engine` names, holding the learner's current weights."""
+        m = self.cfg.model
+        if m.engine == "vllm":
+            from arborl.agents.engines import VLLMEngineConfig, make_engine
+
+            options = {"dtype": m.dtype, "enforce_eager": self.device.type == "cpu", **m.engine_options}
+            return make_engine(VLLMEngineConfig(model=weights, **options))
+        config = HFEngineConfig(model=base, dtype=m.dtype, device=str(self.device), **m.engine_options)
+        return HFEngine(config, model=copy.deepcopy(self.model))
+
+    def _make_agents(self) -> None:
+        """The sampling agent (rollouts) and the greedy one (evaluations) over the engine."""
+        ro = self.cfg.rollout
+        sampling = SamplingParams(temperature=ro.temperature, top_p=ro.top_p)
+        budgets = {"max_turns": ro.max_turns, "max_new_tokens": ro.max_new_tokens}
+        budgets["max_context_tokens"] = ro.max_context_tokens
+        self.agent = Agent(self.engine, self.tokenizer, AgentConfig(sampling=sampling, **budgets))
+        self.greedy = Agent(
+            self.engine, self.tokenizer, AgentConfig(sampling=SamplingParams(temperature=0), **budgets)
+        )
+
+    def _make_learner(self, weights: str) -> None:
+        """The learner (with a frozen reference model when KL is on) and the group buffer."""
+        cfg, ro = self.cfg, self.cfg.rollout
+        learner_cfg = cfg.learner.model_copy(update={"temperature": ro.temperature})
+        ref = None
+        if learner_cfg.kl_coef > 0:  # the KL anchor: the policy as the run starts (after any warm start)
+            ref = self._from_pretrained(weights).eval().requires_grad_(False)
+        self.learner = Learner(self.model, learner_cfg, ref_model=ref)
+        self.buffer = GroupBuffer(
+            capacity=max(2 * ro.groups_per_step, cfg.async_.max_groups_in_flight),
+            max_staleness=max_staleness(cfg.async_),
+            stale=cfg.async_.stale,
+        )
+
+    def _restore(self, path: Path | None) -> None:
+        """Continue from checkpoint `path` (None: from the start): stored groups that were not
+        trained go back into the buffer, groups that were in flight are run again."""
+        if path is not None:
+            learner_state, self.state = self.ckpt.load(path)
+            self.learner.load_state_dict(learner_state)
+        v, s = self.state.version, self.state.sft_steps
+        self.metrics.mark_rolled_back({"rl": v, "eval-rl": v, "sft": s, "eval-sft": s})
+        done = set(self.state.trained) | set(self.state.dropped)
+        stored = set(self.store.indices())
+        for index in sorted(stored - done):
+            self.buffer.put_nowait(Group(index, self.store.get(index)))
+        cursor = max([self.state.cursor, *(i + 1 for i in stored)])
+        self.redo = [i for i in range(cursor) if i not in stored and i not in done]
+        self.state.cursor = cursor
+        self.agent.version_offset = self.greedy.version_offset = self.state.version
+        log.info(
+            "resumed %s at version %d: %d groups back in the buffer, %d to run again",
+            path.name if path else "a run without checkpoints",
+            self.state.version,
+            len(stored - done),
+            len(self.redo),
+        )
+
+    async def close(self) -> None:
+        await self.engine.close()
+        self.metrics.close()
+
+    # ---- what both phases do ---------------------------------------------------------------
+    def elapsed(self) -> float:
+        """Wall time of the run, over resumes."""
+        return self.state.elapsed_s + time.time() - self._t0
+
+    def has_eval(self, phase: str, step: int) -> bool:
+        return any(
+            e.get("phase") == f"eval-{phase}" and e.get("step") == step for e in read_metrics(self.dir)
+        )
+
+    def in_learner_thread(self, fn: Any, *args: Any) -> Any:
+        """Call `fn` on a worker thread with the learner's share of torch threads (thread-local)."""
+        torch.set_num_threads(self.learner_threads)
+        return fn(*args)
+
+    async def push_weights(self) -> None:
+        await self.engine.update_weights(self.model.state_dict())
+        self.pushes += 1
+        # Tokens sampled after this push carry the current version; in-flight ones, the last.
+        self.agent.version_offset = self.greedy.version_offset = self.state.version - self.pushes
+
+    def save(self) -> None:
+        # state.elapsed_s stays the time before this session; the checkpoint holds the total.
+        # Everything stored and neither trained nor dropped: the buffer, plus groups whose write
+        # finished after their task was cancelled (the write runs in a thread). A resume
+        # puts all of them back in the buffer.
+        done = set(self.state.trained) | set(self.state.dropped)
+        waiting = sorted(set(self.store.indices()) - done)
+        snapshot = dataclasses.replace(self.state, elapsed_s=self.elapsed(), buffered=waiting)
+        self.ckpt.save(self.model, self.tokenizer, self.learner.state_dict(), snapshot)
+
+    def record_cut(self, cut: Cut, bar: PhaseBar, say: bool = True) -> None:
+        """Record what the budget planned for a phase (metrics, summary) and, with `say`,
+        print it."""
+        self.cuts[cut.phase] = cut
+        self.metrics.log(
+            "budget", self.state.version if cut.phase == "rl" else self.state.sft_steps, cut.as_metrics()
+        )
+        if say:
+            self.progress.note(cut.message())
+            if cut.shortened:
+                log.warning(cut.message())
+        bar.total(cut.kept)
+
+    async def evaluate(self, phase: str, step: int) -> dict[str, float]:
+        start = time.perf_counter()
+        try:
+            return await self._evaluate_once(phase, step)
+        finally:
+            self.last_eval_s = time.perf_counter() - start
+
+    async def _evaluate_once(self, phase: str, step: int) -> dict[str, float]:
+        with self.progress.phase(f"evaluating ({len(self.eval_tasks)} tasks)", total=None):
+            episodes = await self.greedy.run_episodes(self.env_factory, self.eval_tasks, concurrency=16)
+        m = success_metrics(episodes, self.eval_tasks)
+        self.metrics.log(f"eval-{phase}", step, m)
+        kinds = ", ".join(f"{k[8:]} {v:.0%}" for k, v in m.items() if k.startswith("success/"))
+        self.progress.note(
+            f"{phase} step {step}: success {m['success']:.0%} on {len(episodes)} held-out tasks"
+            + (f" ({kinds})" if kinds else "")
+        )
+        self.state.best_success = max(self.state.best_success, m["success"])
+        return m
+
+    def summary(self) -> dict[str, Any]:
+        events = read_metrics(self.dir)
+        evals = [(e["phase"], e["step"], e["success"]) for e in events if e["phase"].startswith("eval-")]
+        return {
+            "run_dir": str(self.dir),
+            "rl_steps": self.state.version,
+            "sft_steps": self.state.sft_steps,
+            "groups_trained": len(self.state.trained),
+            "groups_dropped": len(self.state.dropped),
+            "evals": evals,
+            "initial_success": evals[0][2] if evals else None,
+            "final_success": evals[-1][2] if evals else None,
+            # what the time budget planned per phase (planned vs kept steps, measured step time)
+            "budget": {k: dataclasses.asdict(c) for k, c in self.cuts.items()},
+        }

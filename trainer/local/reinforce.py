@@ -1,0 +1,200 @@
+"""Reinforcement learning: rollout groups in flight while the learner trains on finished ones.
+
+    task stream ─▶ RolloutManager ──groups──▶ store (Parquet) ─▶ GroupBuffer ─▶ learner
+         ▲            (agent + envs)                                             │
+         └──────────────── engine.update_weights (policy version + 1) ◀──────────┘
+
+Rollout groups (`rollout.RolloutManager`) run on the event loop while the learner's update
+runs in a worker thread. Synchronous training is the same code with staleness 0 (see
+`RolloutManager` for how the mode sets the dispatch limit). Each step takes
+`rollout.groups_per_step` groups from the buffer, computes their advantages
+(`algorithm.estimator`), updates the policy and pushes the weights to the engine; held-out
+evaluations every `run.eval_every` steps and at the last, checkpoints every
+`run.checkpoint_every`. Under a time budget the `Pacer` plans RL's length once, from its
+first steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+
+import torch
+
+from arborl.agents.credit import compute_advantages
+from arborl.trainer.batch import trajectories_to_dataproto
+
+from .budget import Pacer
+from .buffer import Group, TakeStats
+from .context import RunContext
+from .progress import PhaseBar
+from .rollout import RolloutManager, dispatch_limit, max_in_flight
+
+
+class Reinforce:
+    """The RL phase of a run; `pacer.target` is its last step (the config's, unless the
+    budget cuts it)."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        cfg = ctx.cfg
+        self.pacer = Pacer(
+            ctx.budget,
+            "rl",
+            planned=cfg.run.steps,
+            first=ctx.state.version,
+            eval_every=cfg.run.eval_every,
+            eval_s=ctx.last_eval_s,
+            elapsed=ctx.elapsed,
+        )
+
+    async def run(self) -> None:
+        ctx = self.ctx
+        self._split_threads()
+        manager = self._rollouts()
+        runner = asyncio.create_task(manager.run(), name="rollouts")
+        try:
+            with ctx.progress.phase(
+                "reinforcement learning", total=self.pacer.target, done=ctx.state.version
+            ) as bar:
+                while ctx.state.version < self.pacer.target and not self.pacer.out_of_time():
+                    plan = self.pacer.before(ctx.state.version + 1)
+                    if plan is not None:
+                        ctx.record_cut(plan.cut, bar, say=plan.say)
+                        if ctx.state.version >= self.pacer.target:
+                            break
+                    await self._step(manager, runner, bar)
+        finally:
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+            await manager.close()
+        ctx.save()  # after the rollouts stopped, so it accounts for every stored group
+
+    def _split_threads(self) -> None:
+        """Async RL runs the engine's decode thread and the learner at the same time: each gets
+        half of the torch threads instead of both taking all of them (oversubscribed cores,
+        slower for both). Sync RL and the warm start run one at a time, with all of them."""
+        ctx = self.ctx
+        threads = ctx.threads  # the run's (model.torch_threads, when set)
+        split = ctx.cfg.async_.mode == "async" and ctx.cfg.async_.split_threads and threads > 1
+        ctx.engine.threads = threads // 2 if split else threads
+        ctx.learner_threads = threads - threads // 2 if split else threads
+
+    def _rollouts(self) -> RolloutManager:
+        ctx, cfg = self.ctx, self.ctx.cfg
+        groups_per_step = cfg.rollout.groups_per_step
+        return RolloutManager(
+            ctx.agent,
+            ctx.env_factory,
+            ctx.task_at,
+            ctx.buffer,
+            ctx.store,
+            group_size=cfg.rollout.group_size,
+            limit=lambda: dispatch_limit(cfg.async_, groups_per_step, ctx.state.version),
+            max_in_flight=max_in_flight(cfg.async_, groups_per_step),
+            cursor=ctx.state.cursor,
+            redo=ctx.redo,
+            tree=cfg.rollout.tree,
+        )
+
+    async def _take(self, runner: asyncio.Task[None]) -> tuple[list[Group], TakeStats]:
+        """The next batch of groups from the buffer; the rollouts' error if they died."""
+        ctx = self.ctx
+        take = asyncio.create_task(ctx.buffer.take(ctx.cfg.rollout.groups_per_step, ctx.state.version))
+        await asyncio.wait({take, runner}, return_when=asyncio.FIRST_COMPLETED)
+        if not take.done():  # the rollouts died: surface their error
+            take.cancel()
+            await runner
+        return take.result()
+
+    async def _step(self, manager: RolloutManager, runner: asyncio.Task[None], bar: PhaseBar) -> None:
+        """One policy update: take a batch, train on it, push the weights, log, evaluate and
+        checkpoint when due."""
+        ctx, cfg = self.ctx, self.ctx.cfg
+        t0 = time.perf_counter()
+        groups, stats = await self._take(runner)
+        wait_s = time.perf_counter() - t0
+        if cfg.async_.mode == "sync" and cfg.async_.partial_rollouts:
+            manager.pause()
+        t1 = time.perf_counter()
+        m = await asyncio.to_thread(ctx.in_learner_thread, self._update, groups)
+        train_s = time.perf_counter() - t1
+        ctx.state.version += 1
+        ctx.state.trained += [g.index for g in groups]
+        ctx.state.dropped += stats.dropped
+        ctx.state.cursor = manager.dispatched
+        t2 = time.perf_counter()
+        await ctx.push_weights()  # lands between two of the engine's decode steps
+        push_s = time.perf_counter() - t2
+        manager.resume()
+        await manager.notify()
+        m.update(self.rollout_metrics(groups, stats, wait_s, train_s, manager))
+        m["time/push_s"] = push_s
+        ctx.metrics.log("rl", ctx.state.version, m)
+        bar.advance(f"reward {m['rollout/reward']:.2f} · success {m['rollout/success']:.2f}")
+        v = ctx.state.version
+        last = v == self.pacer.target or self.pacer.out_of_time()
+        if v % cfg.run.eval_every == 0 or last:
+            await ctx.evaluate("rl", v)
+        if v % cfg.run.checkpoint_every == 0 and not last:
+            ctx.save()
+
+    def _update(self, groups: list[Group]) -> dict[str, float]:
+        """Advantages of the groups that carry a learning signal, then the PPO update."""
+        ctx, algorithm = self.ctx, self.ctx.cfg.algorithm
+        trajs, weights = [], []
+        uniform = 0
+        for g in groups:
+            rewards = {round(t.outcome_reward, 9) for t in g.trajectories}
+            if algorithm.drop_uniform_groups and len(rewards) == 1:
+                uniform += 1
+                continue
+            trajs += g.trajectories
+            weights += [g.weight] * len(g.trajectories)
+        metrics: dict[str, float] = {
+            "batch/uniform_groups": float(uniform),
+            "batch/trajectories": float(len(trajs)),
+        }
+        if not trajs:
+            return metrics  # no learning signal in this batch: the weights stay as they are
+        data = trajectories_to_dataproto(trajs, ctx.tokenizer.pad_token_id)
+        adv, _ = compute_advantages(data, algorithm.estimator, **algorithm.estimator_options)
+        data.batch["advantages"] = adv * torch.tensor(weights).unsqueeze(1)
+        mask = data.batch["response_mask"].bool()
+        metrics["batch/advantage_abs_mean"] = (
+            float(data.batch["advantages"][mask].abs().mean()) if mask.any() else 0.0
+        )
+        # credit on the CPU (numba), the update on the model's device
+        metrics.update(ctx.learner.ppo_update(data.to(ctx.device)))
+        return metrics
+
+    def rollout_metrics(
+        self, groups: list[Group], stats: TakeStats, wait_s: float, train_s: float, manager: RolloutManager
+    ) -> dict[str, float]:
+        """What a step logs of its batch: rewards, turns, tokens, staleness, timings."""
+        trajs = [t for g in groups for t in g.trajectories]
+        n = max(1, len(trajs))
+        tokens = sum(t.num_response_tokens for t in trajs)
+        truncations = Counter(t.truncation for t in trajs if t.truncation)
+        out = {
+            "rollout/reward": sum(t.outcome_reward for t in trajs) / n,
+            "rollout/success": sum(t.outcome_reward > 0 for t in trajs) / n,
+            "rollout/turns": sum(len(t.turns) for t in trajs) / n,
+            "rollout/response_tokens": tokens / n,
+            "rollout/gen_s": sum(t.metrics.get("gen_s", 0.0) for t in trajs) / n,
+            "rollout/env_s": sum(t.metrics.get("env_s", 0.0) for t in trajs) / n,
+            "rollout/tool_errors": sum(t.metrics.get("tool_errors", 0.0) for t in trajs) / n,
+            "rollout/infra_failures": float(manager.stats.infra_failures),
+            "staleness/mean": sum(k * c for k, c in stats.staleness.items())
+            / max(1, sum(stats.staleness.values())),
+            "staleness/max": float(max(stats.staleness, default=0)),
+            "staleness/dropped_groups": float(len(stats.dropped)),
+            "time/wait_s": wait_s,
+            "time/train_s": train_s,
+            "time/elapsed_s": self.ctx.elapsed(),
+            "throughput/tokens_per_s": tokens / max(1e-9, wait_s + train_s),
+        }
+        out.update({f"staleness/hist_{k}": float(c) for k, c in stats.staleness.items()})
+        out.update({f"truncated/{k}": c / n for k, c in truncations.items()})
+        return out

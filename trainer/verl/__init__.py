@@ -1,0 +1,1 @@
+"""verl's own Ray trainer on arborl envs and estimators (`arborl verl-train`; `main.run_verl`)."""
