@@ -3,7 +3,7 @@
     task_at = task_stream("arborl.tasks.tool_mini:generate_tool_tasks", size=20000, seed=0)
     task_at(12345)        # a resumed run dispatches exactly the tasks it would have
 
-The trainer dispatches task indices (`arborl.trainer.rollout`); checkpoints store the
+The trainer dispatches task indices (`arborl.trainer.local.rollout`); checkpoints store the
 cursor, so a resume relies on this mapping being deterministic.
 """
 

@@ -14,7 +14,7 @@ it, the fast loop (numba) that computes the same, then the registration
 
 Importing this package registers ``gigpo``, ``tree`` and ``turn_returns``; verl's own
 (``grpo``, ``rloo``, ``gae``, ...) stay verl's. The hook that gives verl's Ray trainer the
-per-row fields sits with that trainer (`arborl.trainer.verl_credit`).
+per-row fields sits with that trainer (`arborl.trainer.verl.credit`).
 """
 
 from .gigpo import GIGPO_MODES, compute_gigpo_advantage

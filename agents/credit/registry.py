@@ -4,7 +4,7 @@ verl's driver (``compute_advantage``) hands an estimator only ``token_level_rewa
 ``response_mask``, ``index`` and ``config``; ``gigpo`` and ``tree`` also need per-row fields of
 ``non_tensor_batch`` (``anchor_state_hashes``, ``tree_paths``). An estimator names what it needs
 as keyword parameters, and `estimator_fields` reads them off its signature: arborl's driver
-(`compute_advantages`) and the hook in verl's (`arborl.trainer.verl_credit`) both use it, so a
+(`compute_advantages`) and the hook in verl's (`arborl.trainer.verl.credit`) both use it, so a
 new estimator (or a renamed field) needs no list of names anywhere.
 """
 

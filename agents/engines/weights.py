@@ -58,7 +58,7 @@ def load_state_dict_from_path(path: str | Path) -> dict[str, torch.Tensor]:
 def latest_checkpoint(checkpoints: str | Path) -> Path | None:
     """The complete checkpoint that ``<run>/checkpoints/latest`` names, or None.
 
-    The trainer writes the layout (`arborl.trainer.checkpoint`): ``step-N/model/`` (a
+    The trainer writes the layout (`arborl.trainer.local.checkpoint`): ``step-N/model/`` (a
     model directory) and ``step-N/trainer_state.pt``, written last, so a checkpoint without
     it is incomplete."""
     pointer = Path(checkpoints) / "latest"
