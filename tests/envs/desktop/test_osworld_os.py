@@ -211,6 +211,11 @@ def test_ctrl_alt_t_in_a_setup_step_opens_a_terminal_and_vlc_opens_ready(desktop
         }
     )
     _, info = desktop.reset(options={"task": task})
+    # the task's 1 s sleep is OSWorld's; a loaded CI machine may need a few more to draw the terminal
+    for _ in range(10):
+        if any(w["wm_class"] == "Lxterminal" for w in info["windows"]):
+            break
+        *_, info = desktop.step("WAIT")
     assert any(w["wm_class"] == "Lxterminal" for w in info["windows"]), info["windows"]
     # VLC's own window, not its first-run privacy dialog (the desktop's vlcrc answers it)
     assert [w["title"] for w in info["windows"] if w["wm_class"] == "vlc"] == ["VLC media player"]
