@@ -96,12 +96,3 @@ def test_torch_stays_at_the_local_cpu_build():
 
     assert torch.__version__.startswith("2.13.0")
     assert "torch==2.13.0" in (ROOT / "constraints.txt").read_text()
-
-
-def test_sandboxes_and_kernels_import_nothing_else_of_arborl():
-    for layer in ("sandboxes", "kernels"):
-        for py in (ROOT / layer).rglob("*.py"):
-            text = py.read_text()
-            for other in LAYERS:
-                if other != layer:
-                    assert f"arborl.{other}" not in text, f"{py} imports arborl.{other}"
