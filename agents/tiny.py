@@ -89,7 +89,7 @@ class TinyModelConfig(BaseModel):
     max_position_embeddings: int = 4096
     corpus_bytes: int = Field(4_000_000, description="how much text the tokenizer trains on")
     domain_text: tuple[str, ...] = Field(
-        ("arborl.tasks.tool_mini:tokenizer_text",),
+        ("arborl.tasks.toy.tool_mini:tokenizer_text",),
         description="'module:function' giving strings mixed into the tokenizer's corpus: the "
         "language of the tasks the model will see (the built-in tool-mini suite by default)",
     )

@@ -24,8 +24,8 @@ import gymnasium
 from rich.console import Console
 
 import arborl.envs  # noqa: F401
+from arborl.envs.code.images import instance_image
 from arborl.eval.config import EvalConfig
-from arborl.eval.instance_images import instance_image
 from arborl.eval.runner import run_eval
 from arborl.sandboxes import DockerBackend
 from arborl.tasks import get_suite

@@ -1,6 +1,6 @@
 """Does step credit or tree rollouts learn more than GRPO? At equal generated tokens.
 
-The suite: `tool-maze` (arborl.tasks.tool_maze), or with `--suite` `tool-doors` (the same
+The suite: `tool-maze` (arborl.tasks.toy.tool_maze), or with `--suite` `tool-doors` (the same
 doors behind a stateful `door(colour)` tool: nothing to copy, nothing to guess, the colour
 said in the question) or `tool-mix-houses` (the main job's houses: blue leads on, unsaid,
 and the demonstrator's walker tries red first two times in three; start it from the main
@@ -74,18 +74,18 @@ TREE = {"leaves": 8, "roots": 2}
 # start's demonstrator (with the demonstrations' own stream options)
 SUITES: dict[str, dict[str, Any]] = {
     "tool-maze": {
-        "train": "arborl.tasks.tool_maze:generate_maze_tasks",
-        "demo": "arborl.tasks.tool_maze:explore_policy",
+        "train": "arborl.tasks.toy.tool_maze:generate_maze_tasks",
+        "demo": "arborl.tasks.toy.tool_maze:explore_policy",
     },
     "tool-doors": {
-        "train": "arborl.tasks.tool_doors:generate_door_tasks",
-        "demo": "arborl.tasks.tool_doors:explore_policy",
+        "train": "arborl.tasks.toy.tool_doors:generate_door_tasks",
+        "demo": "arborl.tasks.toy.tool_doors:explore_policy",
     },
     # the main job's houses: blue leads on, unsaid; the walker's habit is red
     "tool-mix-houses": {
-        "train": "arborl.tasks.tool_mix:generate_mix_tasks",
+        "train": "arborl.tasks.toy.tool_mix:generate_mix_tasks",
         "options": {"doors": 1.0},
-        "demo": "arborl.tasks.tool_mix:demo_policy",
+        "demo": "arborl.tasks.toy.tool_mix:demo_policy",
         "demo_options": {"lead": "any"},
     },
 }

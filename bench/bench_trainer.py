@@ -379,7 +379,7 @@ def main() -> None:
     ap.add_argument("--init-note", default=None, help="how the report describes --init (default: its path)")
     ap.add_argument("--lr", type=float, default=3e-5)
     ap.add_argument("--temperature", type=float, default=0.6, help="rollout sampling temperature")
-    ap.add_argument("--tasks", default="arborl.tasks.tool_mini:generate_tool_tasks")
+    ap.add_argument("--tasks", default="arborl.tasks.toy.tool_mini:generate_tool_tasks")
     ap.add_argument("--suite", default="tool-mini")
     ap.add_argument("--eval-size", type=int, default=64)
     ap.add_argument("--out", type=Path, default=Path("runs/bench-trainer"))
@@ -415,7 +415,7 @@ def main() -> None:
         # The main job's warm start (TrainConfig.main_job()), shorter: counterfactual look-ups and
         # two-step questions, 20000 demonstrations, tool results predicted too.
         recipe = {"steps": args.sft_steps, "demos": 200 if args.quick else 20000, "env_weight": 1.0}
-        counterfactual = {"train": "arborl.tasks.tool_mini:generate_counterfactual_tasks"}
+        counterfactual = {"train": "arborl.tasks.toy.tool_mini:generate_counterfactual_tasks"}
         asyncio.run(
             Trainer(base_config(warm, args, sft=recipe, tasks=counterfactual, run={"steps": 0})).run()
         )

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from arborl.tasks.entry_points import load_entry_point
+from arborl.tasks.common import load_entry_point
 
 if TYPE_CHECKING:
     from arborl.envs.openenv_tasks import ServedTasks

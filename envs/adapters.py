@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from arborl.tasks.entry_points import load_entry_point
+from arborl.tasks.common import load_entry_point
 
 from .base import Step, TextEnv
 

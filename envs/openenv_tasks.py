@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from arborl.tasks import SUITES, Suite, Task, get_suite
+from arborl.tasks import Suite, Task, get_suite, is_registered
 from arborl.tasks.user_suites import looks_like_path, suite_from_path
 
 RESET_ARGS = ("task", "seed", "episode_id")
@@ -31,8 +31,12 @@ def resolve_suite(
 ) -> Suite:
     """The registered suite `name`, or one made from the file or directory it names (the same
     rule as `arborl eval suite=`; `repos_dirs`, `environments`, `split` are its `swe.*`)."""
-    if name not in SUITES and looks_like_path(name):
-        return suite_from_path(name, repos_dirs=repos_dirs, environments=environments, split=split)
+    if not is_registered(name) and looks_like_path(name):
+        from .desktop.support import DESKTOP  # the desktop's, for OSWorld files only
+
+        return suite_from_path(
+            name, repos_dirs=repos_dirs, environments=environments, split=split, desktop=DESKTOP
+        )
     return get_suite(name)
 
 

@@ -6,9 +6,10 @@
 
 - `runner`   the run: concurrency over one sandbox pool, timeouts, retries of infrastructure
              failures, isolation; `drivers` (scripted policies, the model agent)
-- `grading`  SWE-bench semantics (FULL / PARTIAL / NO) in a fresh sandbox, through the code
-             env's verifier (the model patch comes from the episode's scoring step); env verdicts
-- `instance_images`  SWE instance images built on Docker
+- `grading`  the score of an episode its env graded; SWE tasks are graded by SWE-bench's
+             semantics (FULL / PARTIAL / NO: `tasks/swebench/grading.py`) in a fresh sandbox,
+             through the code env's verifier (`envs/code/grading.py`), on instance images
+             built on Docker (`envs/code/images.py`)
 - `summary`  resolved rate over every sample (errors unresolved, broken out by kind), pass@k
              (Chen et al. 2021), turns, tokens, tool errors, wall time
 - `hunks`    the first hunk of a model patch that did not apply, from the harness log

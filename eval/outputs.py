@@ -21,8 +21,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from arborl.tasks.swebench.grading import SWEGrade
+
 from .drivers import EpisodeRecord
-from .grading import SWEGrade
 
 #: A test log longer than this (bytes) is stored gzip-compressed, as test.log.gz.
 LOG_GZIP_BYTES = 1024 * 1024

@@ -39,17 +39,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import arborl.envs  # noqa: F401 - registers the arborl/* env ids
 from arborl.envs import SandboxEnv, aclose, arelease, on_envs
+from arborl.envs.code.grading import grade_swe
+from arborl.envs.code.images import with_instance_images
 from arborl.sandboxes import PoolConfig, SandboxError, SandboxPool, make_backend
-from arborl.tasks import CodeTask, Suite, Task, get_suite
-from arborl.tasks.suites import SUITES
+from arborl.tasks import CodeTask, Suite, Task, get_suite, is_registered
 from arborl.tasks.swebench import environment_hint, swe_parts
+from arborl.tasks.swebench.grading import SWEGrade
 from arborl.tasks.user_suites import looks_like_path, suite_from_path
 
 from .config import EvalConfig
 from .drivers import Driver, EpisodeRecord, InfraError, make_driver
-from .grading import SWEGrade, env_score, grade_swe
+from .grading import env_score
 from .hunks import first_failing_hunk
-from .instance_images import with_instance_images
 from .outputs import instance_dir, write_outputs
 from .predictions import PredictionsDriver, load_predictions, select_predicted
 from .store import InstanceResult, ResultStore
@@ -70,9 +71,15 @@ class EvalOutcome:
 
 def resolve_suite(cfg: EvalConfig) -> Suite:
     """The registered suite `cfg.suite` names, or a suite made from the file or directory."""
-    if cfg.suite not in SUITES and looks_like_path(cfg.suite):
+    if not is_registered(cfg.suite) and looks_like_path(cfg.suite):
+        from arborl.envs.desktop.support import DESKTOP  # the desktop's, for OSWorld files only
+
         return suite_from_path(
-            cfg.suite, repos_dirs=cfg.swe.repos_dir, environments=cfg.swe.environments, split=cfg.swe.split
+            cfg.suite,
+            repos_dirs=cfg.swe.repos_dir,
+            environments=cfg.swe.environments,
+            split=cfg.swe.split,
+            desktop=DESKTOP,
         )
     return get_suite(cfg.suite)
 

@@ -3,11 +3,11 @@
     python scripts/osworld_loads.py OSWorld/evaluation_examples/examples/multi_apps \
         [--index OSWorld/evaluation_examples/test_all.json --domain multi_apps] [--assume-cached]
 
-Loads each task as it is (`load_osworld_task`) and prints the ids that load and, for the rest,
-a count of their first refusal reason. `--index`/`--domain` restrict to the tasks a test index
-lists (OSWorld's `test_all.json`). `--assume-cached` puts a placeholder for every file the tasks'
+Loads each task as it is (`load_osworld_task`, with the desktop env's `support`) and prints
+the ids that load and, for the rest, a count of their first refusal reason. `--index`/`--domain`
+restrict to the tasks a test index lists (OSWorld's `test_all.json`). `--assume-cached` puts a placeholder for every file the tasks'
 `download` steps and `cloud_file` getters fetch into a temporary download cache, to count what
-would load once `python -m arborl.tasks.osworld_fetch` has filled the cache on a host with
+would load once `python -m arborl.tasks.osworld.fetch` has filled the cache on a host with
 network (what loads is not what runs: the files' contents are not checked).
 """
 
@@ -21,8 +21,9 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from arborl.envs.desktop.support import DESKTOP
 from arborl.tasks.osworld import load_osworld_task
-from arborl.tasks.osworld_fetch import cache_targets
+from arborl.tasks.osworld.fetch import cache_targets
 
 #: (pattern on one refusal clause, the category it counts under)
 CATEGORIES = [
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         loaded, refused = [], Counter()
         for f in files:
             try:
-                load_osworld_task(f, download_cache=cache)
+                load_osworld_task(f, support=DESKTOP, download_cache=cache)
                 loaded.append(f.stem)
             except ValueError as e:
                 refused[category(str(e))] += 1

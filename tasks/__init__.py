@@ -1,6 +1,19 @@
-"""arborl.tasks: what the environments are asked to do (plain data, no behaviour), and suites of it."""
+"""arborl.tasks: what the environments are asked to do, one folder per benchmark, and suites of it.
 
-from .entry_points import EntryPointError, load_entry_point
+    spec.py        the task types (plain, validated data)
+    suites.py      the suite registry; each benchmark folder's `suites.py` registers its own
+    stream.py      the training task stream
+    common.py      entry points and the protocols suites share (`Policy`, `HostToolEpisode`)
+    swebench/      SWE-bench: instances, harness, grading, image recipes; swe-mini, swe-real
+    osworld/       OSWorld's task format, its loader and caches; desktop-mini
+    web/           web tasks and MiniWoB++; web-mini, web-miniwob
+    toy/           arborl's own small tool-use suites: tool-mini, tool-maze, tool-doors, tool-mix
+
+Nothing here imports another layer of arborl: what needs a sandbox (running a verifier,
+building an image) lives with the env that runs it, and takes what it needs from here.
+"""
+
+from .common import EntryPointError, HostToolEpisode, Policy, load_entry_point
 from .spec import (
     BASE_IMAGE,
     VERIFIER_DIR,
@@ -12,26 +25,15 @@ from .spec import (
     coerce_task,
     load_corpus,
 )
-from .suites import (
-    SUITES,
-    Policy,
-    Suite,
-    SuiteError,
-    get_suite,
-    list_suites,
-    register_builtin_suites,
-    register_suite,
-)
-
-register_builtin_suites()
+from .suites import Suite, SuiteError, get_suite, is_registered, list_suites, register_suite
 
 __all__ = [
     "BASE_IMAGE",
-    "SUITES",
     "VERIFIER_DIR",
     "CodeTask",
     "Document",
     "EntryPointError",
+    "HostToolEpisode",
     "Policy",
     "Suite",
     "SuiteError",
@@ -40,6 +42,7 @@ __all__ = [
     "ToolTask",
     "coerce_task",
     "get_suite",
+    "is_registered",
     "list_suites",
     "load_corpus",
     "load_entry_point",

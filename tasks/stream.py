@@ -1,6 +1,6 @@
 """The training task stream: index → task, the same task for the same index run after run.
 
-    task_at = task_stream("arborl.tasks.tool_mini:generate_tool_tasks", size=20000, seed=0)
+    task_at = task_stream("arborl.tasks.toy.tool_mini:generate_tool_tasks", size=20000, seed=0)
     task_at(12345)        # a resumed run dispatches exactly the tasks it would have
 
 The trainer dispatches task indices (`arborl.trainer.local.rollout`); checkpoints store the

@@ -14,27 +14,24 @@ A policy is what `arborl.envs.run_episode` drives: ``(messages, info) -> reply``
 async). `gold` and `empty` are factories ``task -> policy``: the gold policy solves the task
 with the env's own tools (a validation run must resolve 100 %), the empty policy gives up at
 once (it must resolve 0 %).
+
+Each benchmark folder registers its own suites: `arborl.tasks.<folder>.suites` holds one
+`register_suite(Suite(...))` per suite, and the registry imports every such module the first
+time it is used (so adding a benchmark touches no table here, and importing `arborl.tasks`
+imports no benchmark). A user's module registers the same way (`arborl eval --import my_suites`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import importlib
+import importlib.util
+import pkgutil
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from .entry_points import EntryPointError, load_entry_point
+from .common import EntryPointError, Policy, PolicyFactory, load_entry_point
 from .spec import Task
-
-
-class Policy(Protocol):
-    """A scripted text policy, ``(messages, info) -> reply`` (sync or async): what
-    `arborl.envs.run_episode` drives, what a suite's gold and empty factories return, what
-    `Agent.run_episode(demo=...)` replays. The one definition: import it from here."""
-
-    def __call__(self, messages: list[dict[str, Any]], info: dict[str, Any], /) -> Awaitable[str] | str: ...
-
-
-PolicyFactory = Callable[[Task], Policy]
 
 
 class SuiteError(LookupError):
@@ -106,17 +103,39 @@ class Suite:
 
 
 SUITES: dict[str, Suite] = {}
+_builtins_loaded = False  # set before the folders register, so their register_suite calls do not recurse
+
+
+def load_builtin_suites() -> None:
+    """Import the `suites` module of every benchmark folder under `arborl.tasks` (once); each
+    registers its suites as it is imported."""
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    _builtins_loaded = True
+    package = importlib.import_module(__package__ or "arborl.tasks")
+    for folder in sorted(m.name for m in pkgutil.iter_modules(package.__path__) if m.ispkg):
+        name = f"{package.__name__}.{folder}.suites"
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
 
 
 def register_suite(suite: Suite, *, force: bool = False) -> Suite:
     """Add a suite to the registry (an existing name needs ``force=True``)."""
+    load_builtin_suites()
     if suite.name in SUITES and not force and SUITES[suite.name] != suite:
         raise SuiteError(f"suite {suite.name!r} is already registered; pass force=True to replace it")
     SUITES[suite.name] = suite
     return suite
 
 
+def is_registered(name: str) -> bool:
+    load_builtin_suites()
+    return name in SUITES
+
+
 def get_suite(name: str) -> Suite:
+    load_builtin_suites()
     try:
         return SUITES[name]
     except KeyError:
@@ -124,128 +143,5 @@ def get_suite(name: str) -> Suite:
 
 
 def list_suites() -> list[Suite]:
+    load_builtin_suites()
     return [SUITES[k] for k in sorted(SUITES)]
-
-
-#: Built-in suites. A suite module adds itself here with one line.
-BUILTIN_SUITES: tuple[Suite, ...] = (
-    Suite(
-        "swe-mini",
-        "arborl/Code-v0",
-        "arborl.tasks.swe_mini:load_tasks",
-        description="12 SWE-bench instances over 4 small Python repositories (FAIL_TO_PASS/PASS_TO_PASS)",
-        gold="arborl.tasks.swe_mini:gold_policy",
-        empty="arborl.tasks.swe_mini:empty_policy",
-        max_turns=20,
-        tags=("code", "swe-bench"),
-    ),
-    Suite(
-        "swe-real",
-        "arborl/Code-v0",
-        "arborl.tasks.swe_real:load_tasks",
-        description="SWE-bench instances cut from real repositories' history (src layouts, unittest, wheels)",
-        gold="arborl.tasks.swe_real:gold_policy",
-        empty="arborl.tasks.swe_real:empty_policy",
-        max_turns=20,
-        tags=("code", "swe-bench", "real"),
-    ),
-    Suite(
-        "tool-mini",
-        "arborl/Tool-v0",
-        "arborl.tasks.tool_mini:load_suite",
-        description="120 templated tool-use problems: calculator, search over a small corpus, both",
-        gold="arborl.tasks.tool_mini:gold_policy",
-        empty="arborl.tasks.tool_mini:empty_policy",
-        max_turns=6,
-        tags=("tool",),
-    ),
-    Suite(
-        "tool-maze",
-        "arborl/Tool-v0",
-        "arborl.tasks.tool_maze:load_suite",
-        description="64 three-door mazes searched room by room: a wrong door costs a turn of a budget that tolerates one",
-        gold="arborl.tasks.tool_maze:gold_policy",
-        empty="arborl.tasks.tool_maze:empty_policy",
-        max_turns=5,
-        tags=("tool", "multi-turn"),
-    ),
-    Suite(
-        "tool-doors",
-        "arborl/Tool-v0",
-        "arborl.tasks.tool_doors:load_suite",
-        description="64 houses of three doors opened by colour (the question says which leads on): a wrong door costs a turn of a budget that tolerates one",
-        gold="arborl.tasks.tool_doors:gold_policy",
-        empty="arborl.tasks.tool_doors:empty_policy",
-        max_turns=5,
-        tags=("tool", "multi-turn"),
-    ),
-    Suite(
-        "tool-mix",
-        "arborl/Tool-v0",
-        "arborl.tasks.tool_mix:load_suite",
-        description="tool-mini's first 64 questions and 64 houses where blue doors lead on, unsaid, alternating",
-        gold="arborl.tasks.tool_mix:gold_policy",
-        empty="arborl.tasks.tool_mix:empty_policy",
-        max_turns=6,
-        tags=("tool", "multi-turn"),
-    ),
-    Suite(
-        "tool-mix-houses",
-        "arborl/Tool-v0",
-        "arborl.tasks.tool_mix:load_houses",
-        description="tool-mix's 64 houses alone (blue doors lead on, unsaid): the learning benchmark's suite",
-        gold="arborl.tasks.tool_doors:gold_policy",
-        empty="arborl.tasks.tool_doors:empty_policy",
-        max_turns=5,
-        tags=("tool", "multi-turn"),
-    ),
-    Suite(
-        "desktop-mini",
-        "arborl/Desktop-v0",
-        "arborl.tasks.osworld:load_desktop_mini",
-        description="9 OSWorld-format desktop tasks: text editor, file manager, terminal, spreadsheet, infeasible",
-        gold="arborl.tasks.osworld:desktop_mini_gold",
-        empty="arborl.tasks.osworld:desktop_mini_empty",
-        max_turns=15,
-        tags=("desktop", "osworld"),
-    ),
-    Suite(
-        "web-mini",
-        "arborl/Web-v0",
-        "arborl.tasks.web:load_web_mini",
-        description="11 web tasks on self-hosted sites: a shop (search, filters, cart, checkout), an admin console, both",
-        gold="arborl.tasks.web:gold_policy",
-        empty="arborl.tasks.web:empty_policy",
-        max_turns=30,
-        tags=("web",),
-    ),
-    Suite(
-        "web-miniwob",
-        "arborl/MiniWoB-v0",
-        "arborl.tasks.miniwob:load_web_miniwob",
-        description="MiniWoB++ tasks with a scripted solution (2 seeds each), scored by their own JavaScript",
-        gold="arborl.tasks.miniwob:gold_policy",
-        empty="arborl.tasks.miniwob:empty_policy",
-        max_turns=8,
-        tags=("web", "miniwob"),
-    ),
-)
-
-#: Benchmarks with no scripted solution (run with a model): registered, but not in the gold/empty
-#: validation of `BUILTIN_SUITES` (tests/eval/test_suite_validation.py).
-MODEL_ONLY_SUITES: tuple[Suite, ...] = (
-    Suite(
-        "web-miniwob-all",
-        "arborl/MiniWoB-v0",
-        "arborl.tasks.miniwob:load_web_miniwob_all",
-        description="every MiniWoB++ task arborl's actions can express (docs/web.md lists the rest)",
-        empty="arborl.tasks.miniwob:empty_policy",
-        max_turns=15,
-        tags=("web", "miniwob"),
-    ),
-)
-
-
-def register_builtin_suites() -> None:
-    for suite in (*BUILTIN_SUITES, *MODEL_ONLY_SUITES):
-        register_suite(suite, force=True)

@@ -15,7 +15,11 @@ What PATH may be:
   at once.
 - OSWorld tasks: a task `.json` file (an object with `instruction` and `evaluator`), or a
   directory of them (searched recursively). A `gold.json` beside them (task id → scripted
-  steps, as desktop-mini's) gives the gold policy; empty: DONE at once.
+  steps, as desktop-mini's) gives the gold policy; empty: DONE at once. With `desktop` (the
+  desktop env's support), a task the desktop cannot run is refused when the suite loads.
+
+Each benchmark's own part is in its folder (`swebench/user.py`, `osworld/user.py`); this
+module tells them apart.
 
 What a file holds is decided by its content, not its name. A file that is neither says so.
 """
@@ -24,15 +28,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .osworld import GOLD_FILE, ScriptedDesktopPolicy, load_osworld_dir, load_osworld_task
-from .spec import CodeTask, Task
+from .osworld import GOLD_FILE, DesktopSupport
+from .osworld.user import osworld_suite
 from .suites import Suite, SuiteError
-from .swebench import SWEEnvironment, environment_for, load_environments, load_instances, to_code_task
-from .swebench.repos import find_repository
+from .swebench.user import swe_suite
 
 
 def looks_like_path(name: str) -> bool:
@@ -81,67 +83,18 @@ def detect_kind(path: Path) -> str:
     )
 
 
-def load_swe_file(
-    path: str | Path,
-    repos_dirs: Sequence[str | Path] = (),
-    environments: Sequence[SWEEnvironment] = (),
-    split: str | None = None,
-) -> list[CodeTask]:
-    """The portable CodeTasks of a SWE-bench file (repositories read from `repos_dirs`)."""
-    tasks = []
-    sources: dict[str, Any] = {}
-    for inst in load_instances(path, split=split):
-        if inst.repo not in sources:
-            sources[inst.repo] = find_repository(inst.repo, repos_dirs)
-        files = sources[inst.repo].files_at(inst.base_commit)
-        env = environment_for(inst, list(environments))
-        tasks.append(to_code_task(inst, env, repo_files=files, metadata={"suite": str(path)}))
-    return tasks
-
-
-def _osworld_tasks(path: Path) -> list[Task]:
-    return list(load_osworld_dir(path)) if path.is_dir() else [load_osworld_task(path)]
-
-
-def osworld_gold(gold_file: Path, task: Task) -> ScriptedDesktopPolicy:
-    gold = json.loads(gold_file.read_text(encoding="utf-8"))
-    if task.id not in gold:
-        raise SuiteError(f"{gold_file} has no scripted solution for {task.id!r}")
-    return ScriptedDesktopPolicy(gold[task.id])
-
-
 def suite_from_path(
     name: str,
     *,
     repos_dirs: Sequence[str | Path] = (),
     environments: str | Path | None = None,
     split: str | None = None,
+    desktop: DesktopSupport | None = None,
 ) -> Suite:
-    """A Suite for the file or directory `name` (see the module doc)."""
+    """A Suite for the file or directory `name` (see the module doc). `desktop`: what the
+    desktop that will run OSWorld tasks can do (`arborl.envs.desktop.support.DESKTOP`), so that
+    a task it cannot run is refused when the suite loads."""
     path = Path(name)
-    kind = detect_kind(path)
-    if kind == "swe":
-        envs = load_environments(environments) if environments else []
-        return Suite(
-            name,
-            "arborl/Code-v0",
-            partial(load_swe_file, path, tuple(repos_dirs), tuple(envs), split),
-            description=f"SWE-bench instances from {path}",
-            gold="arborl.tasks.swe_mini:gold_policy",
-            empty="arborl.tasks.swe_mini:empty_policy",
-            max_turns=30,
-            tags=("code", "swe-bench", "user"),
-        )
-    root = path if path.is_dir() else path.parent
-    gold_file = root / GOLD_FILE
-    return Suite(
-        name,
-        "arborl/Desktop-v0",
-        partial(_osworld_tasks, path),
-        description=f"OSWorld tasks from {path}",
-        env_kwargs={"screen_width": 1920, "screen_height": 1080},  # OSWorld's screen
-        gold=partial(osworld_gold, gold_file) if gold_file.is_file() else None,
-        empty="arborl.tasks.osworld:desktop_mini_empty",
-        max_turns=15,
-        tags=("desktop", "osworld", "user"),
-    )
+    if detect_kind(path) == "swe":
+        return swe_suite(name, path, repos_dirs, environments, split)
+    return osworld_suite(name, path, desktop)

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from arborl.tasks.entry_points import load_entry_point
+from arborl.tasks.common import load_entry_point
 
 from .base import InferenceEngine
 from .config import EngineConfig

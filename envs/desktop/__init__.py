@@ -1,7 +1,7 @@
 """arborl.envs.desktop: `arborl/Desktop-v0`, OSWorld-style desktop tasks on Xvfb in a container.
 
     env = gymnasium.make("arborl/Desktop-v0")
-    obs, info = env.reset(options={"task": arborl.tasks.osworld.load_osworld_task("task.json")})
+    obs, info = env.reset(options={"task": arborl.tasks.osworld.load_osworld_task("task.json", support=DESKTOP)})
     obs["screenshot"], obs["messages"], info["windows"]
     obs, reward, terminated, truncated, info = env.step("```python\\npyautogui.hotkey('ctrl', 's')\\n```")
 
@@ -10,6 +10,7 @@
 - `steps.py`     OSWorld setup steps (config / postconfig)
 - `evaluators.py` OSWorld getters and the evaluation logic
 - `osworld_metrics.py` OSWorld's metrics by name (`METRIC_FUNCS`); `os_metrics.py` the `os` domain's and `multi_apps`'
+- `support.py`   what the env can run (steps, getters, metrics, apps): `DESKTOP`, the loader's `support`
 - `env.py`       the Gymnasium env
 """
 
@@ -19,9 +20,11 @@ from .evaluators import evaluate
 from .osworld_metrics import METRIC_FUNCS
 from .screen import DisplayError, Screen, Window, XDisplay
 from .steps import DesktopSetupError
+from .support import DESKTOP
 
 __all__ = [
     "DEFAULT_TASK",
+    "DESKTOP",
     "METRIC_FUNCS",
     "Action",
     "ActionError",

@@ -20,7 +20,7 @@ OSWorld's tasks are written for its Ubuntu VM, where a server running as user `u
   `-u`, `-E`, `-H`, `-k`, `-p`) and runs the command when its caller is root. Called by the
   agent it says that the agent has no root here: root in the sandbox could reach its own
   evaluation, so tasks whose agent must elevate are refused at load
-  (`arborl.tasks.osworld_root`); setup steps that use `sudo` work.
+  (`arborl.tasks.osworld.root`); setup steps that use `sudo` work.
 - A `python -c "import pyautogui; ..."` setup command is not run in the sandbox: its calls
   are parsed as the agent's actions are and replayed with xdotool, their coordinates scaled
   from OSWorld's 1920x1080 screen to this one (`replay_pyautogui`); a Ctrl+Alt shortcut
@@ -34,7 +34,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from arborl.tasks.osworld_root import uses_sudo
+from arborl.tasks.osworld.root import uses_sudo
 
 from .actions import ActionError, parse_actions, to_commands
 

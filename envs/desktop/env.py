@@ -30,7 +30,7 @@ import numpy as np
 from gymnasium import spaces
 
 from arborl.sandboxes import Limits, SandboxCrashed, SandboxSpec, SandboxUnresponsive
-from arborl.tasks.osworld import DesktopTask, load_osworld_task
+from arborl.tasks.osworld import DesktopTask, check_task, load_osworld_task
 
 from ..base import Step, TaskError, stable_hash
 from ..sandboxed import SandboxEnv
@@ -42,6 +42,7 @@ from .commands import AGENT_PATH, SHIM_DIR, SUDO_SHIM
 from .evaluators import evaluate, uses_a11y
 from .screen import DisplayError, Screen, XDisplay
 from .steps import StepContext, run_steps
+from .support import DESKTOP
 from .trusted import INSTALL_HARNESS_PYTHON
 
 log = logging.getLogger(__name__)
@@ -162,13 +163,17 @@ class DesktopEnv(SandboxEnv):
         self._replaced = 0
 
     def _coerce_task(self, task: Any) -> Any:
-        """A DesktopTask, or a dict in OSWorld's JSON format (read by `load_osworld_task`)."""
-        if isinstance(task, Mapping) and "kind" not in task:
-            try:
-                return load_osworld_task(task)
-            except ValueError as e:
-                raise TaskError(f"not a valid OSWorld task: {e}") from e
-        return super()._coerce_task(task)
+        """A DesktopTask, or a dict in OSWorld's JSON format (read by `load_osworld_task`),
+        checked against what this env can run (`support.DESKTOP`): a task loaded without it
+        is refused here, before any sandbox is taken."""
+        try:
+            if isinstance(task, Mapping) and "kind" not in task:
+                return load_osworld_task(task, support=DESKTOP)
+            return check_task(super()._coerce_task(task), DESKTOP)
+        except TaskError:
+            raise
+        except ValueError as e:
+            raise TaskError(f"not a valid OSWorld task: {e}") from e
 
     # ---- sandbox ----------------------------------------------------------------------------
     def sandbox_spec(self, task: DesktopTask) -> SandboxSpec:

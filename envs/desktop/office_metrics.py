@@ -5,7 +5,7 @@
 
 `compare_table` runs its `rules` in order and scores 1 only when every rule holds. The rule
 types of OSWorld's `multi_apps` and `os` tasks are implemented (`TABLE_RULES` in
-`arborl.tasks.osworld`, which refuses the others at load time):
+`table_rules.py`; the loader refuses the others at load time):
 
 | rule | holds when |
 |---|---|

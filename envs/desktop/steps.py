@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arborl.tasks.osworld import OSWorldStep, cached_download, open_with, resolve_local
+from arborl.tasks.osworld import OSWorldStep, cached_download, resolve_local
 
 from ..base import TaskError
 from ..sandboxed import TimedSandbox
@@ -28,6 +28,7 @@ from . import commands
 from .bounds import OutputTooLarge, bounded_stream
 from .commands import ActionError
 from .screen import RUN_DIR, Window, XDisplay
+from .support import open_with
 
 log = logging.getLogger(__name__)
 MAX_SAVED_OUTPUT = 8 << 20  # per stream, what an `execute` step may save to the cache dir

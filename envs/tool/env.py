@@ -26,7 +26,7 @@ from pydantic import Field
 
 from arborl.sandboxes import SandboxSpec
 from arborl.tasks import ToolDecl, ToolTask
-from arborl.tasks.entry_points import load_entry_point
+from arborl.tasks.common import load_entry_point
 
 from ..base import Step, TaskError, stable_hash
 from ..parsers import ToolCall
@@ -70,7 +70,8 @@ class ToolEpisode:
     a dict that lives as long as the episode. For tools with state, which a stateless
     function of the agent's arguments cannot be: a door that moves the agent to another
     room, a cart that fills. The env passes it after the agent's arguments, so an agent that
-    sends an `episode` argument of its own does not reach it."""
+    sends an `episode` argument of its own does not reach it. Task code sees it as
+    `arborl.tasks.HostToolEpisode` (tasks import nothing of envs)."""
 
     task: ToolTask
     state: dict[str, Any] = field(default_factory=dict)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from arborl.tasks import ToolTask
-from arborl.tasks.entry_points import load_entry_point
+from arborl.tasks.common import load_entry_point
 
 Verifier = Callable[[str, ToolTask], float | bool]
 VERIFIERS: dict[str, Verifier] = {}

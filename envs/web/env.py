@@ -1,7 +1,7 @@
 """`arborl/Web-v0`: a browser agent on self-hosted sites (a shop, an admin console).
 
     env = gymnasium.make("arborl/Web-v0")                 # screenshot=True adds pixels
-    obs, info = env.reset(options={"task": web_task})     # a WebTask (tasks/web.py) or its dict
+    obs, info = env.reset(options={"task": web_task})     # a WebTask (tasks/web/task.py) or its dict
     obs, reward, terminated, truncated, info = env.step("click(e12)")
 
 The observation is the page as text (URL, title, the last action's error, the accessibility

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 from playwright.async_api import BrowserContext, Page, Route
 from playwright.async_api import Error as PlaywrightError
 
-from arborl.tasks.miniwob import MINIWOB_HOST, MiniWoBMissing, MiniWoBTask, html_dir
+from arborl.tasks.web.miniwob import MINIWOB_HOST, MiniWoBMissing, MiniWoBTask, html_dir
 
 from ..base import Step, TaskError
 from .actions import ActionError, parse_action

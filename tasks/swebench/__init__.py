@@ -1,11 +1,16 @@
 """SWE-bench tasks: the instance format, loaders, instance-image recipes, the conversion into
-the `CodeTask` that `arborl/Code-v0` runs, and the evaluation harness run in sandboxes.
+the `CodeTask` that `arborl/Code-v0` runs, the evaluation harness run in sandboxes, and the
+grade read from its log.
 
     from arborl.tasks.swebench import load_instances, to_code_task
     instances = load_instances("swe-bench-lite.jsonl")          # or a save_to_disk directory
     task = to_code_task(instances[0], image=tag)                 # or repo_files={...}
 
-Imports nothing else of arborl (image builds take the layer builder as an argument).
+`grading.py` the grade (`SWEGrade`), `policies.py` the gold and empty policies, `mini/` and
+`real/` the swe-mini and swe-real suites (`suites.py` registers them), `user.py` a user's
+instances as a suite. Imports nothing else of arborl: what needs a sandbox is the code env's
+(`arborl.envs.code.grading`, `arborl.envs.code.images`), and image builds take the layer
+builder as an argument.
 """
 
 from .convert import apply_command, swe_parts, to_code_task, verifier_files

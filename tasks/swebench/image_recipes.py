@@ -8,7 +8,7 @@
 
 A recipe is Dockerfile lines plus a build context. `build_instance_image` takes the function
 that builds a layer (`build(parent_tag, layer) -> tag`), so this module stays free of Docker
-and of the sandbox layer (`arborl.eval.instance_images` passes `arborl.sandboxes.images.build_layer`,
+and of the sandbox layer (`arborl.envs.code.images` passes `arborl.sandboxes.images.build_layer`,
 which builds with no network and tags by content hash, so equal layers are built once).
 """
 
@@ -51,7 +51,7 @@ def environment_layer(
     """The (repo, version) layer: dependencies installed, the repository's history on disk.
 
     `wheels` (file name → bytes) are the environment's `pip` requirements, fetched on the host
-    (`arborl.eval.instance_images.fetch_wheels`); they are unpacked before the install commands run.
+    (`arborl.tasks.swebench.wheels.fetch_wheels`); they are unpacked before the install commands run.
     """
     context: dict[str, bytes | str] = {f"env/{p}": text for p, text in environment.files.items()}
     context["repo.bundle"] = bundle

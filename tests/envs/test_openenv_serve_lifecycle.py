@@ -14,7 +14,7 @@ import time
 import pytest
 from served import Served, remove_sandboxes_of, sandboxes_of
 
-from arborl.tasks.swe_mini import INSTANCES, REPOS
+from arborl.tasks.swebench.mini import INSTANCES, REPOS
 
 pytest.importorskip("openenv.core", reason="OpenEnv is in the `ecosystem` extra")
 pytestmark = pytest.mark.slow

@@ -21,8 +21,9 @@ from arborl.eval.config import EvalConfig
 from arborl.eval.runner import run_eval
 from arborl.eval.store import read_results
 from arborl.sandboxes import SandboxCrashed
-from arborl.tasks import Suite, get_suite, register_suite, swe_mini
-from arborl.tasks.swe_mini import INSTANCES, REPOS
+from arborl.tasks import Suite, get_suite, register_suite
+from arborl.tasks.swebench import mini as swe_mini
+from arborl.tasks.swebench.mini import INSTANCES, REPOS
 
 CMD = [sys.executable, "-m", "arborl.cli.main"]
 TASKS = get_suite("tool-mini").tasks()[:4]

@@ -18,7 +18,7 @@ from arborl.eval.runner import run_eval
 from arborl.eval.store import read_results
 from arborl.sandboxes.owner import OWNER_PID
 from arborl.tasks import Suite, get_suite, register_suite
-from arborl.tasks import tool_mini as tm
+from arborl.tasks.toy import tool_mini as tm
 
 QUIET = Console(quiet=True)
 ATTEMPTS: dict[str, int] = {}

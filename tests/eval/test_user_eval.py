@@ -16,7 +16,7 @@ from gitrepo import commit, git
 
 from arborl.eval.config import EvalConfig
 from arborl.eval.predictions import PredictionsError, load_predictions
-from arborl.tasks.swe_mini import INSTANCES, REPOS
+from arborl.tasks.swebench.mini import INSTANCES, REPOS
 
 CMD = [sys.executable, "-m", "arborl.cli.main"]
 DOCS = Path(__file__).parents[2] / "docs" / "eval.md"
@@ -211,8 +211,8 @@ def test_a_src_layout_repository_resolves_without_an_environment(docker_backend,
 def test_import_registers_a_users_suite(tmp_path):
     (tmp_path / "my_suites.py").write_text(
         "from arborl.tasks import Suite, register_suite\n"
-        "register_suite(Suite('my-tools', 'arborl/Tool-v0', 'arborl.tasks.tool_mini:load_suite',\n"
-        "    gold='arborl.tasks.tool_mini:gold_policy', empty='arborl.tasks.tool_mini:empty_policy'))\n"
+        "register_suite(Suite('my-tools', 'arborl/Tool-v0', 'arborl.tasks.toy.tool_mini:load_suite',\n"
+        "    gold='arborl.tasks.toy.tool_mini:gold_policy', empty='arborl.tasks.toy.tool_mini:empty_policy'))\n"
     )
     res = arborl("eval", "--import", str(tmp_path / "my_suites.py"), "--list", cwd=tmp_path)
     assert res.returncode == 0 and "my-tools" in res.stdout, res.stdout + res.stderr

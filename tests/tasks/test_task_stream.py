@@ -7,7 +7,7 @@ import pytest
 from arborl.tasks.stream import task_stream
 from arborl.trainer.local.config import TrainConfig
 
-TOOL_MINI = "arborl.tasks.tool_mini:generate_tool_tasks"
+TOOL_MINI = "arborl.tasks.toy.tool_mini:generate_tool_tasks"
 
 
 def test_same_index_same_task_and_each_pass_is_a_new_order():

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from arborl.tasks.suites import SuiteError
-from arborl.tasks.swe_mini import INSTANCES, REPOS
 from arborl.tasks.swebench.convert import BIN_STAGE_DIR
+from arborl.tasks.swebench.mini import INSTANCES, REPOS
 from arborl.tasks.swebench.repos import RepositoryMapError, RepositoryNotFound, find_repository
 from arborl.tasks.user_suites import detect_kind, suite_from_path, suite_slug
 

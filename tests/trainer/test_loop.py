@@ -259,7 +259,7 @@ def test_a_warm_start_on_some_task_kinds_only(tmp_path):
     cfg = config(
         tmp_path / "run",
         tasks={
-            "train": "arborl.tasks.tool_mini:generate_tool_tasks",
+            "train": "arborl.tasks.toy.tool_mini:generate_tool_tasks",
             "train_options": {"counterfactual": 1.0},
         },
         sft={"demos": 12, "train_options": {"kinds": ["lookup", "multi"]}},
@@ -279,7 +279,7 @@ def test_demonstrations_get_their_own_turn_budget(tmp_path):
         cfg = config(
             tmp_path / name,
             tasks={
-                "train": "arborl.tasks.tool_maze:generate_maze_tasks",
+                "train": "arborl.tasks.toy.tool_maze:generate_maze_tasks",
                 "eval_suite": "tool-maze",
                 "eval_size": 1,
             },
@@ -287,7 +287,7 @@ def test_demonstrations_get_their_own_turn_budget(tmp_path):
             sft={
                 "steps": 1,
                 "demos": 16,
-                "gold": "arborl.tasks.tool_maze:explore_policy",
+                "gold": "arborl.tasks.toy.tool_maze:explore_policy",
                 "max_turns": turns,
             },
             run={"steps": 0},

@@ -57,7 +57,7 @@ class ModelConfig(_Strict):
 
 class TasksConfig(_Strict):
     train: str = Field(
-        "arborl.tasks.tool_mini:generate_tool_tasks",
+        "arborl.tasks.toy.tool_mini:generate_tool_tasks",
         description="training tasks: 'module:function' called as f(n, seed, **train_options), "
         "or 'suite:<name>'",
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from desktop_helpers import open_notes_in_mousepad
 
+from arborl.envs.desktop.support import DESKTOP
 from arborl.tasks.osworld import load_osworld_task
 
 
@@ -33,7 +34,7 @@ RULES = [
 @pytest.mark.docker
 @pytest.mark.gui
 def test_the_tree_getter_and_metric_score_what_was_typed(desktop):
-    task = load_osworld_task(mousepad_task(RULES))
+    task = load_osworld_task(mousepad_task(RULES), support=DESKTOP)
     obs, _ = desktop.reset(options={"task": task})
     assert "a11y_tree" not in obs  # the default observation: the tree is read only to evaluate
     _, reward, terminated, _, info = desktop.step("DONE")
@@ -45,6 +46,6 @@ def test_the_tree_getter_and_metric_score_what_was_typed(desktop):
     assert terminated and reward == 1.0, info["evaluation"]
 
     # the first rule alone holds before any action: the tree is read and namespaced as OSWorld's
-    desktop.reset(options={"task": load_osworld_task(mousepad_task(RULES[:1]))})
+    desktop.reset(options={"task": load_osworld_task(mousepad_task(RULES[:1]), support=DESKTOP)})
     _, reward, *_ = desktop.step("DONE")
     assert reward == 1.0

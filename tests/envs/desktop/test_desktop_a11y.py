@@ -10,6 +10,7 @@ from desktop_helpers import open_notes_in_mousepad
 
 from arborl.envs.desktop.a11y import linearize, terminal_output
 from arborl.envs.desktop.env import DesktopEnv
+from arborl.envs.desktop.support import DESKTOP
 from arborl.tasks.osworld import load_osworld_task
 
 TREE = (
@@ -69,7 +70,8 @@ def test_the_a11y_tree_observation_reads_a_gtk_app_and_passes_check_env(gui_back
                 "instruction": "Add a line.",
                 "config": open_notes_in_mousepad(),
                 "evaluator": {"func": "infeasible"},
-            }
+            },
+            support=DESKTOP,
         )
         obs, _ = env.reset(options={"task": task})
         assert env.observation_space.contains(obs)

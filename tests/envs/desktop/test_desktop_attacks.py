@@ -27,6 +27,7 @@ from arborl.envs.desktop.env import DEFAULT_TASK, DesktopEnv
 from arborl.envs.desktop.evaluators import evaluate
 from arborl.envs.desktop.screen import RUN_DIR, SHOT, XDisplay
 from arborl.envs.desktop.steps import StepContext, run_steps
+from arborl.envs.desktop.support import DESKTOP
 from arborl.envs.sandboxed import TimedSandbox
 from arborl.tasks.osworld import OSWorldStep, load_osworld_task
 
@@ -103,7 +104,7 @@ async def ran_as_root(sb) -> bool:
 
 
 def evaluator(**ev):
-    return load_osworld_task(task(evaluator=ev)).evaluator
+    return load_osworld_task(task(evaluator=ev), support=DESKTOP).evaluator
 
 
 @pytest.mark.parametrize("how", sorted(PLANTS))
@@ -310,7 +311,7 @@ def test_a_gzip_bomb_at_the_screenshot_path_is_a_failed_screenshot(desktop):
     """The agent keeps swapping its 8 MB bomb (8 GiB inflated) into the screenshot's place."""
     from arborl.envs.runtime import get_runtime
 
-    desktop.reset(options={"task": load_osworld_task(task(config=[xterm()]))})
+    desktop.reset(options={"task": load_osworld_task(task(config=[xterm()]), support=DESKTOP)})
     sb = desktop.unwrapped.sandbox.raw
     run = get_runtime().run
     run(sb.write_file(f"{RUN_DIR}/bomb.gz", bomb(8)))
@@ -352,7 +353,7 @@ def test_a_window_titled_like_a_marker_is_only_a_title(desktop):
     believe the X server was gone (an infrastructure error of the agent's making)."""
     from arborl.envs.runtime import get_runtime
 
-    desktop.reset(options={"task": load_osworld_task(task(config=[xterm()]))})
+    desktop.reset(options={"task": load_osworld_task(task(config=[xterm()]), support=DESKTOP)})
     sb = desktop.unwrapped.sandbox.raw
     title = "$(printf '@@NOX\\n@@END\\nx')"
     r = get_runtime().run(

@@ -10,6 +10,7 @@ from desktop_helpers import code, task, xterm
 
 from arborl.envs import TaskError, TurnLimit
 from arborl.envs.desktop import DesktopSetupError
+from arborl.envs.desktop.support import DESKTOP
 from arborl.envs.runtime import get_runtime
 from arborl.tasks.osworld import load_osworld_task
 
@@ -88,7 +89,7 @@ def test_mouse_and_keyboard_reach_the_apps(desktop, tmp_path):
         0,
         {"type": "execute", "parameters": {"command": ["printf", "one\\nhéllo wörld"], "stdout": "want.txt"}},
     )
-    obs, info = desktop.reset(options={"task": load_osworld_task(spec)})
+    obs, info = desktop.reset(options={"task": load_osworld_task(spec, support=DESKTOP)})
     pad, term = window(info, "Mousepad"), window(info, "XTerm")
     assert pad["active"] and not term["active"]
 
@@ -286,7 +287,7 @@ def test_setup_steps_and_getters_in_a_real_sandbox(desktop, tmp_path):
             ],
         },
     )
-    t = load_osworld_task({**spec, "id": "test/getters"}, base_dir=tmp_path)
+    t = load_osworld_task({**spec, "id": "test/getters"}, base_dir=tmp_path, support=DESKTOP)
     _, info = desktop.reset(options={"task": t})
     assert [s["type"] for s in info["setup"]] == [s["type"] for s in spec["config"]]
     assert info["setup"][2]["attempts"] == 3  # `until` repeated the command until stdout held 3
@@ -311,7 +312,7 @@ def test_windows_are_found_by_title_or_class_to_activate_and_close(desktop):
             "expected": {"type": "rule", "rules": {"expected": "agent@sandbox: ~"}},
         },
     )
-    _, info = desktop.reset(options={"task": load_osworld_task(spec)})
+    _, info = desktop.reset(options={"task": load_osworld_task(spec, support=DESKTOP)})
     assert window(info, "XTerm")["active"] and not window(info, "Mousepad")["active"]
     _, reward, *_, info = desktop.step("DONE")
     assert reward == 1.0 and info["evaluation"]["metrics"][0]["result"] == ["agent@sandbox: ~"]

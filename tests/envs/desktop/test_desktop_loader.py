@@ -1,27 +1,30 @@
-"""OSWorld task JSON: the loader reads real-format files and refuses what it cannot run, loudly."""
+"""OSWorld task JSON: the loader reads real-format files and refuses what the desktop env
+cannot run, loudly (the env's `support` says what it can; without it the loader checks the
+format, and the env refuses the rest when the task reaches it)."""
 
 from __future__ import annotations
 
 import inspect
 import json
 
+import gymnasium
 import pytest
 from desktop_helpers import task
 
+import arborl.envs  # noqa: F401 - registers arborl/Desktop-v0
+from arborl.envs import TaskError
 from arborl.envs.desktop import evaluators, osworld_metrics, steps
+from arborl.envs.desktop.support import DESKTOP, GETTERS, METRICS, SETUP_STEPS
 from arborl.tasks import get_suite
 from arborl.tasks.osworld import (
-    GETTERS,
-    METRICS,
-    SETUP_STEPS,
     DesktopTask,
     ScriptedDesktopPolicy,
     TaskNeedsRoot,
     UnsupportedOSWorldFeature,
-    load_desktop_mini,
     load_osworld_dir,
     load_osworld_task,
 )
+from arborl.tasks.osworld.mini import load_desktop_mini
 
 #: Trimmed from OSWorld's evaluation_examples/examples/os (its shape, unchanged).
 OSWORLD_OS_TASK = {
@@ -44,7 +47,7 @@ OSWORLD_OS_TASK = {
 
 
 def test_an_osworld_task_loads_with_its_metadata_kept():
-    t = load_osworld_task(OSWORLD_OS_TASK)
+    t = load_osworld_task(OSWORLD_OS_TASK, support=DESKTOP)
     assert t.id == OSWORLD_OS_TASK["id"] and t.instruction.startswith("Could you set")
     assert t.config[0].type == "execute" and t.evaluator.func == ("exact_match",)
     assert t.evaluator.result[0].params == {"command": "gsettings get org.gnome.desktop.session idle-delay"}
@@ -63,12 +66,13 @@ def test_single_and_list_evaluators_normalise_to_lists():
                 "options": [{}, {"ignore_case": True}],
                 "postconfig": [{"type": "sleep", "parameters": {"seconds": 0.1}}],
             }
-        )
+        ),
+        support=DESKTOP,
     )
     ev = t.evaluator
     assert ev.func == ("exact_match", "compare_text_file") and ev.conj == "or"
     assert ev.options == ({}, {"ignore_case": True}) and ev.postconfig[0].type == "sleep"
-    assert load_osworld_task(task(evaluator={"func": "infeasible"})).evaluator.infeasible
+    assert load_osworld_task(task(evaluator={"func": "infeasible"}), support=DESKTOP).evaluator.infeasible
 
 
 @pytest.mark.parametrize(
@@ -99,7 +103,7 @@ def test_single_and_list_evaluators_normalise_to_lists():
 def test_unsupported_or_malformed_tasks_fail_at_load_time_naming_the_culprit(change, error, message):
     bad = {**task(id="bad/task"), **change}
     with pytest.raises(error, match=message) as info:
-        load_osworld_task(bad)
+        load_osworld_task(bad, support=DESKTOP)
     assert "bad/task" in str(info.value)
 
 
@@ -115,20 +119,38 @@ def test_files_on_disk_load_with_relative_uploads(tmp_path):
         ]
     )
     (tmp_path / "t.json").write_text(json.dumps(spec))
-    (tasks,) = [load_osworld_dir(tmp_path)]
+    (tasks,) = [load_osworld_dir(tmp_path, support=DESKTOP)]
     assert tasks[0].base_dir == str(tmp_path)
     (tmp_path / "broken.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"broken\.json: cannot read"):
-        load_osworld_dir(tmp_path)
+        load_osworld_dir(tmp_path, support=DESKTOP)
 
 
 def test_the_desktop_vocabulary_is_implemented_by_the_env():
-    """tasks/osworld.py names what the env runs; envs/desktop must run exactly that."""
+    """envs/desktop/support.py names what the env runs; the env must run exactly that."""
     assert set(evaluators.GETTER_TYPES) == set(GETTERS)
     assert set(osworld_metrics.METRIC_FUNCS) | {"infeasible"} == set(METRICS)
     body = inspect.getsource(steps.run_step)  # the step kinds are the branches of run_step
     for kind in SETUP_STEPS:
         assert f'"{kind}"' in body, f"setup step {kind!r} has no branch in steps.run_step"
+
+
+CHROME = task(id="needs/chrome", config=[{"type": "launch", "parameters": {"command": ["google-chrome"]}}])
+
+
+def test_without_the_envs_support_the_format_loads_and_the_env_refuses_it_at_reset():
+    """tasks/osworld knows OSWorld's format, not what a desktop has: a task for Chrome loads
+    without a support, is refused with one, and the env refuses it before taking a sandbox."""
+    loaded = load_osworld_task(CHROME)
+    assert loaded.config[0].parameters["command"] == ["google-chrome"]
+    with pytest.raises(UnsupportedOSWorldFeature, match="'google-chrome' is not installed"):
+        load_osworld_task(CHROME, support=DESKTOP)
+    env = gymnasium.make("arborl/Desktop-v0").unwrapped
+    for given in (loaded, CHROME):  # a DesktopTask loaded without support, an OSWorld dict
+        with pytest.raises(TaskError, match=r"needs/chrome: .*'google-chrome' is not installed"):
+            env._coerce_task(given)
+    assert env._coerce_task(load_osworld_task(task(id="fine"))).id == "fine"
+    env.close()
 
 
 def test_desktop_mini_suite_is_registered_and_loads():
@@ -188,11 +210,13 @@ MKDIR_TEST = {
 def test_a_task_whose_agent_must_be_root_is_refused_with_the_reason(change, reason):
     spec = {**MKDIR_TEST, **change}
     with pytest.raises(TaskNeedsRoot, match=reason) as e:
-        load_osworld_task(spec)
+        load_osworld_task(spec, support=DESKTOP)
     assert spec["id"] in str(e.value) and "needs the agent to be root" in str(e.value)
     assert isinstance(e.value, UnsupportedOSWorldFeature)  # what suites and scripts already refuse
     # an infeasible task is not refused: its answer is FAIL, which needs no root
-    assert load_osworld_task({**spec, "evaluator": {"func": "infeasible"}}).evaluator.infeasible
+    assert load_osworld_task(
+        {**spec, "evaluator": {"func": "infeasible"}}, support=DESKTOP
+    ).evaluator.infeasible
 
 
 @pytest.mark.parametrize(
@@ -216,10 +240,10 @@ def test_root_steps_on_the_agents_files_after_it_acted_are_refused(where, comman
         }
     )
     with pytest.raises(TaskNeedsRoot, match="runs as root after the agent has acted") as e:
-        load_osworld_task(task(evaluator=ev))
+        load_osworld_task(task(evaluator=ev), support=DESKTOP)
     assert repr(named) in str(e.value)
     # before the agent acts (config), root may touch the home: OSWorld's setups do
-    assert load_osworld_task(task(config=[step])).config[0].parameters["command"] == command
+    assert load_osworld_task(task(config=[step]), support=DESKTOP).config[0].parameters["command"] == command
 
 
 def test_a_folder_with_tasks_that_cannot_run_is_refused_counting_them(tmp_path):
@@ -231,7 +255,7 @@ def test_a_folder_with_tasks_that_cannot_run_is_refused_counting_them(tmp_path):
         )
     )
     with pytest.raises(UnsupportedOSWorldFeature) as e:
-        load_osworld_dir(tmp_path)
+        load_osworld_dir(tmp_path, support=DESKTOP)
     message = str(e.value)
     assert message.startswith(f"2 of 3 task files under {tmp_path} cannot run here (1 of them need root): ")
     assert "43c2d64c" in message and "google-chrome" in message

@@ -17,6 +17,7 @@ from arborl.envs.desktop.evaluators import evaluate
 from arborl.envs.desktop.office_metrics import Workbook, compare_docx_files, compare_table, indel_ratio
 from arborl.envs.desktop.screen import XDisplay
 from arborl.envs.desktop.steps import StepContext
+from arborl.envs.desktop.support import DESKTOP
 from arborl.tasks.osworld import UnsupportedOSWorldFeature, load_osworld_task
 
 openpyxl = pytest.importorskip("openpyxl")
@@ -363,7 +364,7 @@ def test_check_accessibility_tree_xpath_and_text():
 
 
 def run_eval(evaluator: dict, tmp_path: Path) -> tuple[float, dict]:
-    ev = load_osworld_task({"id": "t", "instruction": "x", "evaluator": evaluator}).evaluator
+    ev = load_osworld_task({"id": "t", "instruction": "x", "evaluator": evaluator}, support=DESKTOP).evaluator
     ctx = StepContext(sandbox=None, display=XDisplay(), cache_dir=tmp_path)  # type: ignore[arg-type]
     return asyncio.run(evaluate(ev, ctx, None))
 
@@ -420,7 +421,7 @@ def test_unsupported_compare_table_rules_are_refused_at_load(rules, message):
         "options": {"rules": rules},
     }
     with pytest.raises(UnsupportedOSWorldFeature if message != "list" else ValueError, match=message):
-        load_osworld_task({"id": "t", "instruction": "x", "evaluator": evaluator})
+        load_osworld_task({"id": "t", "instruction": "x", "evaluator": evaluator}, support=DESKTOP)
 
 
 def test_cloud_file_gold_comes_from_the_download_cache(tmp_path):
@@ -444,7 +445,9 @@ def test_cloud_file_gold_comes_from_the_download_cache(tmp_path):
         },
         "options": {"rules": [{"type": "sheet_print", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"}]},
     }
-    task = load_osworld_task({"id": "t", "instruction": "x", "evaluator": evaluator}, download_cache=cache)
+    task = load_osworld_task(
+        {"id": "t", "instruction": "x", "evaluator": evaluator}, download_cache=cache, support=DESKTOP
+    )
     ctx = StepContext(
         sandbox=None, display=XDisplay(), cache_dir=episode, task_id="t", download_cache=str(cache)
     )  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from desktop_helpers import d1acdb87_rules
 
+from arborl.envs.desktop.support import DESKTOP
 from arborl.tasks.osworld import load_osworld_task
 
 openpyxl = pytest.importorskip("openpyxl")
@@ -62,6 +63,7 @@ def spreadsheet_task(cache) -> object:
             },
         },
         download_cache=cache,
+        support=DESKTOP,
     )
 
 

@@ -28,6 +28,7 @@ from arborl.envs.desktop.osworld_metrics import (
 )
 from arborl.envs.desktop.screen import XDisplay
 from arborl.envs.desktop.steps import StepContext
+from arborl.envs.desktop.support import DESKTOP
 from arborl.tasks.osworld import load_osworld_task
 
 
@@ -124,7 +125,7 @@ def test_numbers_compare_as_numbers(tmp_path):
 
 def run_eval(evaluator: dict, last_action: str | None, tmp_path: Path) -> tuple[float, dict]:
     """OSWorld evaluation of rule-only metrics (no getter needs a sandbox)."""
-    ev = load_osworld_task(task(evaluator=evaluator)).evaluator
+    ev = load_osworld_task(task(evaluator=evaluator), support=DESKTOP).evaluator
     ctx = StepContext(sandbox=None, display=XDisplay(), cache_dir=tmp_path)  # type: ignore[arg-type]
     return asyncio.run(evaluate(ev, ctx, last_action))
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from arborl.envs.desktop.support import DESKTOP
 from arborl.tasks.osworld import load_osworld_task
 
 DATA = Path(__file__).with_name("data") / "osworld-multi-apps"
@@ -21,7 +22,7 @@ RUN = sorted(t for t in SOLUTIONS["solved"] if os.environ.get("ARBORL_OSWORLD_AL
 
 
 def test_the_copied_tasks_load():
-    loaded = {load_osworld_task(p).id for p in DATA.glob("*-*.json")}
+    loaded = {load_osworld_task(p, support=DESKTOP).id for p in DATA.glob("*-*.json")}
     assert loaded == set(SOLUTIONS["solved"]) | set(SOLUTIONS["loads_but_cannot_run"])
 
 
@@ -33,7 +34,7 @@ def test_the_copied_tasks_load():
 def test_scripted_solution_scores_1_and_no_action_scores_0(desktop, task_id):
     from arborl.envs.runtime import get_runtime
 
-    task = load_osworld_task(DATA / f"{task_id}.json")
+    task = load_osworld_task(DATA / f"{task_id}.json", support=DESKTOP)
     solution = SOLUTIONS["solved"][task_id]
     _, info = desktop.reset(options={"task": task})
     # 2373b66a's setup runs `sudo apt-get update && sudo apt-get install sysstat`: offline that

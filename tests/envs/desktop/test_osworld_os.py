@@ -24,6 +24,7 @@ from arborl.envs.desktop.os_metrics import (
     check_text_enlarged,
     is_utc_0,
 )
+from arborl.envs.desktop.support import DESKTOP
 from arborl.tasks.osworld import UnsupportedOSWorldFeature, load_osworld_task
 
 DATA = Path(__file__).with_name("data") / "osworld-os"
@@ -35,7 +36,7 @@ def test_the_os_domain_loads_or_is_refused_with_a_reason(tmp_path):
     loaded, refused = [], {}
     for path in TASKS:
         try:
-            loaded.append(load_osworld_task(path, download_cache=tmp_path).id)
+            loaded.append(load_osworld_task(path, download_cache=tmp_path, support=DESKTOP).id)
         except UnsupportedOSWorldFeature as e:
             refused[path.stem[:8]] = str(e)
     assert len(TASKS) == 24
@@ -111,7 +112,7 @@ def test_pyautogui_setup_code_is_replayed_at_scaled_coordinates():
         "evaluator": {"func": "infeasible"},
     }
     with pytest.raises(UnsupportedOSWorldFeature, match=r"pyautogui\.type"):
-        load_osworld_task(bad)
+        load_osworld_task(bad, support=DESKTOP)
 
 
 def test_os_metrics():
@@ -167,7 +168,7 @@ RUN = sorted(t for t in SOLUTIONS["solved"] if os.environ.get("ARBORL_OSWORLD_AL
 def test_scripted_solution_scores_1_and_no_action_scores_0(desktop, task_id):
     from arborl.envs.runtime import get_runtime
 
-    task = load_osworld_task(DATA / f"{task_id}.json")
+    task = load_osworld_task(DATA / f"{task_id}.json", support=DESKTOP)
     solution = SOLUTIONS["solved"][task_id]
     _, info = desktop.reset(options={"task": task})
     # every command ran (a462a795's `sudo -S su - charles` exits 1: there is no such user, as in
@@ -208,7 +209,8 @@ def test_ctrl_alt_t_in_a_setup_step_opens_a_terminal_and_vlc_opens_ready(desktop
                 {"type": "sleep", "parameters": {"seconds": 1}},
             ],
             "evaluator": {"func": "infeasible"},
-        }
+        },
+        support=DESKTOP,
     )
     _, info = desktop.reset(options={"task": task})
     # the task's 1 s sleep is OSWorld's; a loaded CI machine may need a few more to draw the terminal

@@ -11,7 +11,7 @@ import pytest
 
 from arborl.envs import TaskError, run_episodes_sync
 from arborl.tasks import get_suite
-from arborl.tasks import miniwob as mw
+from arborl.tasks.web import miniwob as mw
 
 pytest.importorskip("miniwob", reason="MiniWoB++ is in the `ecosystem` extra")
 SUITE = get_suite("web-miniwob")

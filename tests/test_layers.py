@@ -1,0 +1,142 @@
+"""Imports follow STYLE.md's direction with no exception, read from the source's syntax tree.
+
+    trainer → agents → envs → tasks      eval → agents → envs → tasks, eval → tasks
+    envs → sandboxes      trainer → kernels      agents → kernels
+
+and what those give by going on (trainer → envs: trainer → agents → envs). `sandboxes`,
+`kernels` and `tasks` import nothing of the layers above them; `cli` may import anything.
+Every import counts: at the top of a module, inside a function (a lazy import), under
+`TYPE_CHECKING` (a type is still a dependency), relative ones resolved to the layer they
+reach; and so does a `"arborl.layer.module:attribute"` entry point, which
+`load_entry_point` imports when it is used.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Each layer and the layers it may import directly (STYLE.md, "Imports go one way").
+DIRECT: dict[str, frozenset[str]] = {
+    "sandboxes": frozenset(),
+    "kernels": frozenset(),
+    "tasks": frozenset(),
+    "envs": frozenset({"tasks", "sandboxes"}),
+    "agents": frozenset({"envs", "kernels"}),
+    "trainer": frozenset({"agents", "kernels"}),
+    "eval": frozenset({"agents", "tasks"}),
+    "cli": frozenset({"sandboxes", "kernels", "tasks", "envs", "agents", "trainer", "eval"}),
+}
+ENTRY_POINT = re.compile(r"arborl\.(\w+)(\.\w+)*:\w+(\.\w+)*")
+
+
+def reachable(layer: str) -> frozenset[str]:
+    """The layers `layer` may import: its direct ones and, transitively, theirs."""
+    seen: set[str] = set()
+    todo = list(DIRECT[layer])
+    while todo:
+        other = todo.pop()
+        if other not in seen:
+            seen.add(other)
+            todo.extend(DIRECT[other])
+    return frozenset(seen)
+
+
+def module_name(path: Path) -> list[str]:
+    """`tasks/swebench/real/__init__.py` → ["arborl", "tasks", "swebench", "real"]."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ["arborl", *parts]
+
+
+def imported(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, dotted name) of every arborl module or entry point that `path` imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module_name(path)
+    if path.name != "__init__.py":
+        package = package[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            yield node.lineno, target
+            if target == "arborl":  # from arborl import envs
+                for alias in node.names:
+                    yield node.lineno, f"arborl.{alias.name}"
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and ENTRY_POINT.fullmatch(node.value)
+        ):
+            yield node.lineno, node.value.partition(":")[0]
+
+
+def layer_of(dotted: str) -> str | None:
+    parts = dotted.split(".")
+    if len(parts) >= 2 and parts[0] == "arborl" and parts[1] in DIRECT:
+        return parts[1]
+    return None
+
+
+def violations(layer: str) -> list[str]:
+    allowed = reachable(layer) | {layer}
+    found = []
+    for path in sorted((ROOT / layer).rglob("*.py")):
+        for line, dotted in sorted(imported(path)):
+            other = layer_of(dotted)
+            if other is not None and other not in allowed:
+                found.append(f"{path.relative_to(ROOT)}:{line} imports {dotted} ({layer} → {other})")
+    return found
+
+
+@pytest.mark.parametrize("layer", sorted(DIRECT))
+def test_a_layer_imports_only_the_layers_below_it(layer):
+    found = violations(layer)
+    assert not found, "imports against STYLE.md's direction:\n" + "\n".join(found)
+
+
+def test_every_layer_folder_is_in_the_graph():
+    """A new top-level package must be placed in the graph, or its imports go unchecked."""
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    assert packages - {"tests", "bench", "scripts"} == set(DIRECT)
+
+
+def test_the_reader_sees_what_is_checked(tmp_path, monkeypatch):
+    """The checker itself: a TYPE_CHECKING import, a relative one that climbs out of the layer,
+    a lazy one and an entry point are all seen; imports within the layer and downwards are not
+    reported."""
+    layer = tmp_path / "tasks"
+    (layer / "toy").mkdir(parents=True)
+    (layer / "toy" / "__init__.py").write_text("")
+    (layer / "toy" / "doors.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from ..spec import Task\n"
+        "from . import maze\n"
+        "if TYPE_CHECKING:\n"
+        "    from arborl.envs.tool import ToolEpisode\n"
+        "def f():\n"
+        "    from ...eval import runner\n"
+        "    return 'arborl.agents.tiny:tiny_model'\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    found = violations("tasks")
+    assert [f.split(" imports ")[1] for f in found] == [
+        "arborl.envs.tool (tasks → envs)",
+        "arborl.eval (tasks → eval)",
+        "arborl.agents.tiny (tasks → agents)",
+    ]
+    assert reachable("trainer") >= {"envs", "tasks", "sandboxes", "kernels"}
+    assert "trainer" not in reachable("eval") and "eval" not in reachable("trainer")
