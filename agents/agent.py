@@ -37,7 +37,9 @@ from typing import Any
 import gymnasium
 from pydantic import BaseModel, ConfigDict, Field
 
-from arborl.envs import afinish, arelease, areset, astep, observation_messages, on_envs
+from arborl.envs import afinish, arelease, areset, astep
+from arborl.envs.episodes import on_envs
+from arborl.envs.spaces import observation_messages
 from arborl.tasks import Policy
 
 from .chat import TokenizedChat, check_append_only

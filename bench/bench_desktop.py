@@ -39,8 +39,8 @@ from PIL import Image
 from tqdm import tqdm
 
 import arborl.envs
-from arborl.envs import get_runtime
 from arborl.envs.desktop.screen import XDisplay, parse_windows
+from arborl.envs.event_loop import get_env_loop
 from arborl.sandboxes import DockerBackend, PoolConfig, SandboxPool
 
 RESULTS = Path(__file__).with_name("results")
@@ -63,10 +63,10 @@ def pct(samples: list[float], q: float) -> float:
 
 # ---- arborl --------------------------------------------------------------------------------
 class EnvMode:
-    """`arborl/Desktop-v0` driven through its async twin on the env runtime's loop."""
+    """`arborl/Desktop-v0` driven through its async twin on the env event loop."""
 
     def __init__(self, env: Any) -> None:
-        self.env, self.rt = env, get_runtime()
+        self.env, self.rt = env, get_env_loop()
 
     def episode(self, steps: int, out: dict[str, list[float]]) -> None:
         t = time.perf_counter()
@@ -84,7 +84,7 @@ class EnvMode:
 
 
 def make_modes(backend: DockerBackend) -> tuple[EnvMode, EnvMode, SandboxPool]:
-    rt = get_runtime()
+    rt = get_env_loop()
     warm = EnvMode(gymnasium.make("arborl/Desktop-v0", backend=backend, settle_s=0.0, park_s=600.0))
 
     async def fresh_pool() -> SandboxPool:
@@ -101,7 +101,7 @@ def breakdown(backend: DockerBackend, n: int) -> dict[str, list[float]]:
     from arborl.envs.desktop.env import DesktopEnv
     from arborl.envs.sandboxed import TimedSandbox
 
-    rt = get_runtime()
+    rt = get_env_loop()
     display = XDisplay()
 
     async def run() -> dict[str, list[float]]:
@@ -241,7 +241,7 @@ def main() -> None:
     finally:
         warm.close()
         recreate.close()
-        get_runtime().run(pool.close())
+        get_env_loop().run(pool.close())
         naive.close()
     load_after = os.getloadavg()[0]
 

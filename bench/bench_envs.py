@@ -30,7 +30,10 @@ import gymnasium
 import numpy as np
 
 import arborl.envs
-from arborl.envs import aclose, areset, astep, get_parser, get_runtime, run_episodes
+from arborl.envs import aclose, areset, astep
+from arborl.envs.episodes import run_episodes
+from arborl.envs.event_loop import get_env_loop
+from arborl.envs.parsers import get_parser
 from arborl.sandboxes import PoolConfig, SandboxPool, make_backend
 from arborl.tasks import ToolTask
 
@@ -129,7 +132,7 @@ async def throughput(backend: Any, n: int, pool_size: int, latency_s: float) -> 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backend", default="auto", help="docker, local or auto")
+    ap.add_argument("--backend", default="auto", help="docker, bwrap or auto")
     ap.add_argument("--episodes", type=int, default=64)
     ap.add_argument("--pool", type=int, default=8)
     ap.add_argument("--latency", type=float, default=0.5, help="simulated model latency per turn (s)")
@@ -138,7 +141,7 @@ def main() -> None:
     steps = 50 if args.quick else 500
     n = 8 if args.quick else args.episodes
     backend = make_backend({"type": args.backend})
-    rt = get_runtime()
+    rt = get_env_loop()
     load_before = os.getloadavg()[0]
 
     code = rt.run(overhead_code(backend, steps))

@@ -3,7 +3,7 @@
 Everything is measured in one run and reported as ratios against the naive baseline of the
 same run (the machine is shared and noisy). Writes bench/results/sandboxes.md.
 
-    python bench/bench_sandboxes.py [--quick] [--backends docker,local]
+    python bench/bench_sandboxes.py [--quick] [--backends docker,bwrap]
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ async def bench_backend(backend: SandboxBackend, quick: bool) -> list[tuple[str,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer episodes (a smoke run)")
-    ap.add_argument("--backends", default="docker,local")
+    ap.add_argument("--backends", default="docker,bwrap")
     args = ap.parse_args()
     lines = [
         "| backend | measure | arborl | naive baseline | ratio |",

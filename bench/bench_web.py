@@ -32,9 +32,9 @@ import numpy as np
 from tqdm import tqdm
 
 import arborl.envs
-from arborl.envs import get_runtime
+from arborl.envs.event_loop import get_env_loop
 from arborl.envs.web import WebEnv, close_stack_pools
-from arborl.sandboxes import DockerBackend, LocalBackend, SandboxUnavailable
+from arborl.sandboxes import BwrapBackend, DockerBackend, SandboxUnavailable
 from arborl.tasks import get_suite
 
 RESULTS = Path(__file__).with_name("results")
@@ -126,11 +126,11 @@ def backends(which: str) -> list[Any]:
             made.append(DockerBackend())
         except SandboxUnavailable as e:
             print(f"skipping docker: {e}")
-    if which in ("local", "both"):
+    if which in ("bwrap", "both"):
         try:
-            made.append(LocalBackend())
+            made.append(BwrapBackend())
         except SandboxUnavailable as e:
-            print(f"skipping local: {e}")
+            print(f"skipping bwrap: {e}")
     return made
 
 
@@ -208,14 +208,14 @@ def report(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--backend", default="both", choices=["docker", "local", "both"])
+    ap.add_argument("--backend", default="both", choices=["docker", "bwrap", "both"])
     ap.add_argument("--episodes", type=int, default=0, help="episodes per mode (default 23, quick 12)")
     args = ap.parse_args()
     episodes = args.episodes or (12 if args.quick else 23)
     load0 = os.getloadavg()[0]
     results = {}
     for backend in backends(args.backend):
-        results[backend.name] = get_runtime().run(run_backend(backend, episodes, args.quick))
+        results[backend.name] = get_env_loop().run(run_backend(backend, episodes, args.quick))
     load1 = os.getloadavg()[0]
     RESULTS.mkdir(exist_ok=True)
     text = report(results, args, (load0, load1))

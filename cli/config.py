@@ -11,7 +11,7 @@ CONF_DIR = Path(__file__).with_name("conf")
 
 
 def load_config(overrides: list[str] | None = None, name: str = "config") -> DictConfig:
-    """`overrides` are Hydra's: `pool.max_size=4`, `sandbox=local`, `+new.key=1`; `name` is the
+    """`overrides` are Hydra's: `pool.max_size=4`, `sandbox=bwrap`, `+new.key=1`; `name` is the
     primary config (`config`, or `train` for `arborl train`)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra

@@ -164,7 +164,7 @@ def register(sub: Any) -> None:
     )
     s.add_argument("--max-sessions", type=int, default=4, help="concurrent sessions (one env each)")
     s.add_argument(
-        "--env-kwargs", help='JSON keyword arguments for gymnasium.make, e.g. \'{"backend": "local"}\''
+        "--env-kwargs", help='JSON keyword arguments for gymnasium.make, e.g. \'{"backend": "bwrap"}\''
     )
     s.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE first (one that registers your env or suite); repeatable")  # fmt: skip

@@ -1,7 +1,7 @@
 """`arborl` command line.
 
 Subcommands take Hydra overrides after their own flags, e.g.
-`arborl demo sandbox=local demo.episodes=8`. `arborl config` prints the composed config.
+`arborl demo sandbox=bwrap demo.episodes=8`. `arborl config` prints the composed config.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ examples:
   arborl sandbox ls               list every sandbox arborl made on this host
   arborl sandbox gc --all         remove them all (default: only orphans)
   arborl envs list --describe      the registered environments (gymnasium.make ids)
-  arborl demo sandbox=local       scripted SWE-style episodes over a warm pool
+  arborl demo sandbox=bwrap       scripted SWE-style episodes over a warm pool
   arborl train                    the main job: tiny model, tool-mini, warm start + async GRPO
   arborl train async.mode=sync learner.lr=3e-4 run.dir=runs/sync
   arborl report runs/train        learning curves (PNG + HTML)

@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from arborl.sandboxes import (
+    BwrapBackend,
     DockerBackend,
     DockerBackendConfig,
-    LocalBackend,
     SandboxBackend,
     SandboxUnavailable,
     make_backend,
@@ -30,7 +30,7 @@ def _backends(cfg: Any) -> list[SandboxBackend]:
     if sb["type"] != "auto":
         return [make_backend(sb)]
     out: list[SandboxBackend] = []
-    for cls, key in ((DockerBackend, "docker"), (LocalBackend, "local")):
+    for cls, key in ((DockerBackend, "docker"), (BwrapBackend, "bwrap")):
         try:
             out.append(make_backend(sb[key]))
         except SandboxUnavailable as e:
@@ -44,7 +44,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     sb = section(cfg, "sandbox")
     docker_cfg = sb["docker"] if sb["type"] == "auto" else sb
     if docker_cfg["type"] != "docker":
-        console.print("the local backend needs no image (it uses the host's /usr)")
+        console.print("the bubblewrap backend needs no image (it uses the host's /usr)")
         return 0
     backend = DockerBackend(DockerBackendConfig(**docker_cfg))
     start = time.time()

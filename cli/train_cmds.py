@@ -29,7 +29,7 @@ def compose_train(overrides: list[str]) -> tuple[DictConfig, TrainConfig]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from arborl.envs import configure
+    from arborl.envs.event_loop import configure
     from arborl.sandboxes import PoolConfig
     from arborl.trainer.local.context import RunDirError
     from arborl.trainer.local.metrics_log import read_metrics

@@ -121,9 +121,9 @@ class FourTupleAdapter(TextEnv):
 
     def close(self) -> None:
         if self.inner is not None and hasattr(self.inner, "close"):
-            from .runtime import get_runtime
+            from .event_loop import get_env_loop
 
-            get_runtime().run(self.aclose())
+            get_env_loop().run(self.aclose())
 
 
 def _jsonable(info: Any) -> Any:

@@ -44,7 +44,7 @@ from arborl.sandboxes import (
 )
 from arborl.tasks import Task, coerce_task
 
-from .runtime import get_runtime
+from .event_loop import get_env_loop
 from .spaces import Message, action_space, chat_observation_space, coerce_action, to_messages
 
 log = logging.getLogger(__name__)
@@ -162,7 +162,7 @@ class TextEnv(gymnasium.Env[Observation, str]):
         Text envs return the messages themselves. Envs that see pixels override this (and
         `observation_space`) to return e.g. ``{"messages": messages, "screenshot": array}``;
         the messages stay what a chat model reads, under the ``"messages"`` key
-        (`arborl.envs.observation_messages` gets them back from either form). It must not
+        (`arborl.envs.spaces.observation_messages` gets them back from either form). It must not
         raise, also after a sandbox failure: return a placeholder (a blank screen) instead.
         """
         return messages
@@ -171,17 +171,17 @@ class TextEnv(gymnasium.Env[Observation, str]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        return get_runtime().run(self.areset(seed=seed, options=options))
+        return get_env_loop().run(self.areset(seed=seed, options=options))
 
     def step(self, action: str) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        return get_runtime().run(self.astep(action))
+        return get_env_loop().run(self.astep(action))
 
     def close(self) -> None:
         if self._holds_resources():
             try:
-                get_runtime().run(self.aclose(), timeout=60.0)
-            except RuntimeError as e:  # runtime loop already stopped (interpreter exit)
-                log.debug("close after runtime shutdown: %s", e)
+                get_env_loop().run(self.aclose(), timeout=60.0)
+            except RuntimeError as e:  # env event loop already stopped (interpreter exit)
+                log.debug("close after event loop shutdown: %s", e)
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":

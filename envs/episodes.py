@@ -28,7 +28,7 @@ import gymnasium
 from arborl.tasks import Policy
 
 from .aio import afinish, arelease, areset, astep
-from .runtime import get_runtime
+from .event_loop import get_env_loop
 from .spaces import observation_messages
 
 log = logging.getLogger(__name__)
@@ -154,5 +154,5 @@ async def run_episodes(
 def run_episodes_sync(
     envs: Sequence[gymnasium.Env], policy: Policy, tasks: Iterable[Any], *, max_turns: int = 50
 ) -> list[Episode]:
-    """`run_episodes` from sync code, on the env runtime loop (where default pools live)."""
-    return get_runtime().run(run_episodes(envs, policy, list(tasks), max_turns=max_turns))
+    """`run_episodes` from sync code, on the env event loop (where default pools live)."""
+    return get_env_loop().run(run_episodes(envs, policy, list(tasks), max_turns=max_turns))

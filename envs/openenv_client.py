@@ -40,7 +40,7 @@ from pydantic import Field
 from arborl.tasks import Task
 
 from .base import Step, TaskError, TextEnv
-from .runtime import get_runtime
+from .event_loop import get_env_loop
 
 LABEL = "arborl.openenv"
 
@@ -105,7 +105,7 @@ class OpenEnvEnv(TextEnv):
 
     # ---- where the server runs ---------------------------------------------------------------
     async def _at_home(self, coro: Any) -> Any:
-        return await get_runtime().hop(coro)  # the WebSocket lives on the runtime's loop
+        return await get_env_loop().hop(coro)  # the WebSocket lives on the runtime's loop
 
     def _holds_resources(self) -> bool:
         return super()._holds_resources() or self._client is not None or self.container is not None

@@ -18,7 +18,7 @@ OpenEnv `Environment` and guards it:
 - every request but `/health` carries the server's token, and the server listens beyond
   loopback only when asked (`openenv_access.py`);
 - state `{"episode_id", "step_count", "task_id", "active"}`;
-- `env_kwargs` go to `gymnasium.make`; a `backend` given by name (`"local"`, `"docker"`) or
+- `env_kwargs` go to `gymnasium.make`; a `backend` given by name (`"bwrap"`, `"docker"`) or
   config mapping becomes one sandbox backend shared by the server's sessions;
 - `serve` stops on SIGTERM as on SIGINT: sessions closed, every sandbox it made removed.
 """
@@ -93,7 +93,7 @@ class ArborlOpenEnv(Environment):
 
         self.env_id = env_id
         kwargs = dict(env_kwargs or {})
-        if isinstance(kwargs.get("backend"), str | Mapping):  # "local", {"type": "docker", ...}
+        if isinstance(kwargs.get("backend"), str | Mapping):  # "bwrap", {"type": "docker", ...}
             kwargs["backend"] = _backend(kwargs["backend"])
         self.env = gymnasium.make(env_id, **kwargs)
         self.tasks = tasks or ServedTasks()
@@ -200,12 +200,12 @@ def make_app(
 
 def close_everything() -> None:
     """Close the envs still open and remove every sandbox this process made (its pools)."""
-    from .runtime import get_runtime
+    from .event_loop import get_env_loop
 
     for env in list(_LIVE):
         with contextlib.suppress(Exception):
             env.close()
-    get_runtime().shutdown()
+    get_env_loop().shutdown()
 
 
 async def _close_at_shutdown() -> None:

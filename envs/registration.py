@@ -25,7 +25,7 @@ ARBORL_ENV_IDS: list[str] = []
 
 BUILTIN_ENVS = {
     "arborl/Code-v0": "arborl.envs.code.env:CodeEnv",
-    "arborl/Tool-v0": "arborl.envs.tool.env:ToolEnv",
+    "arborl/Tool-v0": "arborl.envs.function_calling.env:ToolEnv",
     "arborl/Desktop-v0": "arborl.envs.desktop.env:DesktopEnv",
     "arborl/Web-v0": "arborl.envs.web.env:WebEnv",
     "arborl/MiniWoB-v0": "arborl.envs.web.miniwob:MiniWoBEnv",

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, TypeVar
 from arborl.sandboxes import ExecResult, Sandbox, SandboxBackend, SandboxError, SandboxPool, SandboxSpec
 
 from .base import TextEnv
-from .runtime import default_pool, get_runtime
+from .event_loop import default_pool, get_env_loop
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -143,7 +143,7 @@ class SandboxEnv(TextEnv):
     async def _at_home(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._user_pool is not None:
             return await coro
-        return await get_runtime().hop(coro)
+        return await get_env_loop().hop(coro)
 
     def _holds_resources(self) -> bool:
         return self._active or self._lease is not None or self._parked is not None

@@ -23,15 +23,15 @@ from typing import Any, TypeVar
 import gymnasium
 
 from .aio import aclose, afinish, areset, astep
-from .runtime import get_runtime
-from .tools import head_tail
+from .event_loop import get_env_loop
+from .toolbox import head_tail
 
 T = TypeVar("T")
 StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
 
 
 class AsyncWrapper(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
-    """A Gymnasium wrapper whose sync API runs its async twin on the env runtime.
+    """A Gymnasium wrapper whose sync API runs its async twin on the env event loop.
 
     Subclasses call `super().__init__(env, **their_args)`: the args are recorded in the
     env's spec (`RecordConstructorArgs`), so `gymnasium.make(env.spec)` rebuilds the stack.
@@ -42,7 +42,7 @@ class AsyncWrapper(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         gymnasium.Wrapper.__init__(self, env)
 
     def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
-        return get_runtime().run(coro)
+        return get_env_loop().run(coro)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         return self._sync(self.areset(seed=seed, options=options))

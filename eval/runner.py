@@ -38,9 +38,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import arborl.envs  # noqa: F401 - registers the arborl/* env ids
-from arborl.envs import SandboxEnv, aclose, arelease, on_envs
+from arborl.envs import SandboxEnv, aclose, arelease
 from arborl.envs.code.grading import grade_swe
 from arborl.envs.code.images import with_instance_images
+from arborl.envs.episodes import on_envs
 from arborl.sandboxes import PoolConfig, SandboxError, SandboxPool, make_backend
 from arborl.tasks import CodeTask, Suite, Task, get_suite, is_registered
 from arborl.tasks.swebench import environment_hint, swe_parts
@@ -358,7 +359,7 @@ async def close_loop_resources() -> None:
     """Close what envs keep per event loop beyond one env's life, before the pool closes.
 
     The web env keeps warm browser stacks (and Playwright) per loop for the next env; on the
-    env runtime's loop they close at exit, but this run's loop ends with `asyncio.run`, so
+    env event loop they close at exit, but this run's loop ends with `asyncio.run`, so
     they are closed here (only if that env was used: nothing is imported for it).
     """
     web = sys.modules.get("arborl.envs.web")

@@ -1,7 +1,7 @@
 """arborl.sandboxes: where env state lives.
 
 A `SandboxBackend` says where sandboxes run (`DockerBackend`: one container each;
-`LocalBackend`: bubblewrap namespaces where no engine exists); a `Sandbox` is what you do
+`BwrapBackend`: bubblewrap namespaces where no engine exists); a `Sandbox` is what you do
 with one (exec, files, snapshot/reset); a `SandboxPool` keeps them warm and bounded.
 This layer imports nothing else of arborl.
 """
@@ -16,6 +16,7 @@ from .base import (
     SandboxInfo,
     SandboxSpec,
 )
+from .bwrap import BwrapBackend, BwrapBackendConfig
 from .docker import DockerBackend, DockerBackendConfig
 from .errors import (
     Fault,
@@ -31,7 +32,6 @@ from .errors import (
     SandboxUnresponsive,
 )
 from .factory import BACKENDS, AutoBackendConfig, BackendConfig, make_backend
-from .local import LocalBackend, LocalBackendConfig
 from .pool import PoolConfig, SandboxPool
 
 __all__ = [
@@ -39,14 +39,14 @@ __all__ = [
     "DEFAULT_IMAGE",
     "AutoBackendConfig",
     "BackendConfig",
+    "BwrapBackend",
+    "BwrapBackendConfig",
     "DockerBackend",
     "DockerBackendConfig",
     "ExecResult",
     "Fault",
     "ImageBuildError",
     "Limits",
-    "LocalBackend",
-    "LocalBackendConfig",
     "PoolClosed",
     "PoolConfig",
     "PoolTimeout",

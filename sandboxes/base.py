@@ -1,6 +1,6 @@
 """The sandbox API: what you can do with a sandbox, apart from where it runs.
 
-A `SandboxBackend` (docker.py, local.py) decides where a sandbox lives and how it starts,
+A `SandboxBackend` (docker.py, bwrap.py) decides where a sandbox lives and how it starts,
 stops and is inspected. A `Sandbox` is what callers use: exec, files, snapshot/reset. Every
 operation travels over one long-lived channel to the server inside (`server/`), so the same code
 serves both backends.
@@ -33,16 +33,16 @@ class Limits(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    cpus: float = Field(1.0, description="CPU share (docker nano_cpus; local: cgroup cpu quota)")
+    cpus: float = Field(1.0, description="CPU share (docker nano_cpus; bwrap: cgroup cpu quota)")
     memory_mb: int = Field(1024, description="memory cap of the whole sandbox incl. tmpfs (memory cgroup)")
     pids: int = Field(512, description="max processes+threads of the whole sandbox (pids cgroup)")
     max_file_mb: int = Field(1024, description="largest single file a command may write (RLIMIT_FSIZE)")
     nofile: int = Field(4096, description="open files per process (RLIMIT_NOFILE)")
-    tmp_mb: int = Field(256, description="size of the /tmp tmpfs (docker; local: within disk_mb)")
+    tmp_mb: int = Field(256, description="size of the /tmp tmpfs (docker; bwrap: within disk_mb)")
     disk_mb: int = Field(
         2048,
         description="size of each writable tree besides /tmp (docker: a tmpfs volume per tree, "
-        "filled from the image; local: one tmpfs holding all of them)",
+        "filled from the image; bwrap: one tmpfs holding all of them)",
     )
 
 
@@ -51,7 +51,7 @@ class SandboxSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    image: str = Field(DEFAULT_IMAGE, description="docker image (local backend: the host's /usr)")
+    image: str = Field(DEFAULT_IMAGE, description="docker image (bubblewrap backend: the host's /usr)")
     workdir: str = Field("/workspace", description="working directory of commands")
     user: str = Field("agent", description="non-root user commands run as (docker)")
     env: dict[str, str] = Field(default_factory=dict, description="environment of every command")

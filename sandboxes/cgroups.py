@@ -1,4 +1,4 @@
-"""Host-side cgroups for the local backend: memory, pids and CPU bounded per sandbox.
+"""Host-side cgroups for the bubblewrap backend: memory, pids and CPU bounded per sandbox.
 
 Rlimits bound one process at a time (three 450 MB processes pass a 600 MB RLIMIT_AS); a
 cgroup bounds the sandbox as a whole, like Docker's. cgroup v1 (one hierarchy per

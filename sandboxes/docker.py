@@ -77,7 +77,7 @@ def _client() -> Any:
     except Exception as e:
         raise SandboxUnavailable(
             f"no Docker engine answers ({e}). Start one (`scripts/setup.sh` does), or use the "
-            "local backend: sandbox=local"
+            "bubblewrap backend: sandbox=bwrap"
         ) from e
     return client
 

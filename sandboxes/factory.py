@@ -9,32 +9,32 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .base import DEFAULT_IMAGE, SandboxBackend
+from .bwrap import BwrapBackend, BwrapBackendConfig
 from .docker import DockerBackend, DockerBackendConfig
 from .errors import SandboxUnavailable
-from .local import LocalBackend, LocalBackendConfig
 
 log = logging.getLogger(__name__)
 
 
 class AutoBackendConfig(BaseModel):
-    """Docker when an engine answers and the base image exists; otherwise the local backend."""
+    """Docker when an engine answers and the base image exists; otherwise the bubblewrap backend."""
 
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["auto"] = "auto"
     docker: DockerBackendConfig = Field(default_factory=DockerBackendConfig)
-    local: LocalBackendConfig = Field(default_factory=LocalBackendConfig)
+    bwrap: BwrapBackendConfig = Field(default_factory=BwrapBackendConfig)
 
 
 BackendConfig = Annotated[
-    DockerBackendConfig | LocalBackendConfig | AutoBackendConfig, Field(discriminator="type")
+    DockerBackendConfig | BwrapBackendConfig | AutoBackendConfig, Field(discriminator="type")
 ]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(BackendConfig)
 
 # One line per backend; a user backend registers its config type's tag and a constructor.
 BACKENDS: dict[str, Callable[[Any], SandboxBackend]] = {
     "docker": DockerBackend,
-    "local": LocalBackend,
+    "bwrap": BwrapBackend,
 }
 
 
@@ -42,14 +42,14 @@ def _auto(config: AutoBackendConfig) -> SandboxBackend:
     try:
         backend = DockerBackend(config.docker)
     except SandboxUnavailable as e:
-        log.info("no Docker engine (%s); using the local backend", e)
-        return LocalBackend(config.local)
+        log.info("no Docker engine (%s); using the bubblewrap backend", e)
+        return BwrapBackend(config.bwrap)
     from .images import image_exists
 
     if image_exists(backend.client, DEFAULT_IMAGE):
         return backend
-    log.info("Docker engine found but no %s image (run `arborl sandbox build`); using local", DEFAULT_IMAGE)
-    return LocalBackend(config.local)
+    log.info("Docker engine found but no %s image (run `arborl sandbox build`); using bwrap", DEFAULT_IMAGE)
+    return BwrapBackend(config.bwrap)
 
 
 def make_backend(config: BackendConfig | Mapping[str, Any] | None = None) -> SandboxBackend:

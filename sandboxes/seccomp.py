@@ -1,4 +1,4 @@
-"""A seccomp filter for the local (bubblewrap) backend, denying what Docker's default profile denies.
+"""A seccomp filter for the bubblewrap backend, denying what Docker's default profile denies.
 
 Docker puts every container under its default seccomp profile; bubblewrap applies none unless
 given one. Without it an agent in a local sandbox could use the kernel keyring, which is keyed

@@ -9,7 +9,7 @@ log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
 # ---- system packages --------------------------------------------------------------
 APT_PACKAGES=(docker.io docker-compose debootstrap bubblewrap python3-pytest git patch)
-# Debian's Chromium: the web env's browser on the local backend (`playwright install` cannot
+# Debian's Chromium: the web env's browser on the bubblewrap backend (`playwright install` cannot
 # download browsers here); in Docker the browser comes from the arborl/gui image.
 APT_PACKAGES+=(chromium)
 # A C compiler and static libc: the sandboxes' small id-dropping helper (sandboxes/drop_ids.c).

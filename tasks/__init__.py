@@ -14,7 +14,8 @@ building an image) lives with the env that runs it, and takes what it needs from
 """
 
 from .common import EntryPointError, HostToolEpisode, Policy, load_entry_point
-from .spec import (
+from .suites import Suite, SuiteError, get_suite, is_registered, list_suites, register_suite
+from .task_types import (
     BASE_IMAGE,
     VERIFIER_DIR,
     CodeTask,
@@ -25,7 +26,6 @@ from .spec import (
     coerce_task,
     load_corpus,
 )
-from .suites import Suite, SuiteError, get_suite, is_registered, list_suites, register_suite
 
 __all__ = [
     "BASE_IMAGE",

@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from .spec import Task
+from .task_types import Task
 
 
 class EntryPointError(LookupError):
@@ -33,7 +33,7 @@ def load_entry_point(ref: str) -> Any:
 
 class Policy(Protocol):
     """A scripted text policy, ``(messages, info) -> reply`` (sync or async): what
-    `arborl.envs.run_episode` drives, what a suite's gold and empty factories return, what
+    `arborl.envs.episodes.run_episode` drives, what a suite's gold and empty factories return, what
     `Agent.run_episode(demo=...)` replays. The one definition: import it from here."""
 
     def __call__(self, messages: list[dict[str, Any]], info: dict[str, Any], /) -> Awaitable[str] | str: ...
@@ -45,7 +45,7 @@ PolicyFactory = Callable[[Task], Policy]
 class HostToolEpisode(Protocol):
     """What a host tool that asks for it (a parameter named `episode`) is given: the task and
     a dict that lives as long as the episode, for tools with state (a door that moves the
-    agent to another room). The tool env passes one (`arborl.envs.tool.ToolEpisode`)."""
+    agent to another room). The tool env passes one (`arborl.envs.function_calling.ToolEpisode`)."""
 
     @property
     def task(self) -> Task: ...

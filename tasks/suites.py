@@ -10,7 +10,7 @@ A suite names its loader, and optionally its scripted gold and empty policies, a
 ``"package.module:function"`` entry points (or callables), so listing suites imports nothing
 heavy and a suite whose module cannot be imported says why only when it is used.
 
-A policy is what `arborl.envs.run_episode` drives: ``(messages, info) -> reply`` (sync or
+A policy is what `arborl.envs.episodes.run_episode` drives: ``(messages, info) -> reply`` (sync or
 async). `gold` and `empty` are factories ``task -> policy``: the gold policy solves the task
 with the env's own tools (a validation run must resolve 100 %), the empty policy gives up at
 once (it must resolve 0 %).
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .common import EntryPointError, Policy, PolicyFactory, load_entry_point
-from .spec import Task
+from .task_types import Task
 
 
 class SuiteError(LookupError):

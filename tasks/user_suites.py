@@ -9,7 +9,7 @@ What PATH may be:
   (it holds `dataset_info.json` or `dataset_dict.json`). Each instance's repository is read
   from `repos_dirs` (directories or mapping files holding bundles, bare mirrors or checkouts:
   `arborl.tasks.swebench.repos`); its environment is the first of `environments` (a JSON list
-  of `SWEEnvironment`), the registry (`arborl.tasks.swebench.specs`), the pytest default, with
+  of `SWEEnvironment`), the registry (`arborl.tasks.swebench.environments`), the pytest default, with
   the repository's package dirs on the path unless it sets `python_path`
   (`arborl.tasks.swebench.layout`). Gold policy: apply the instance's `patch`; empty: submit
   at once.

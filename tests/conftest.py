@@ -35,16 +35,16 @@ def docker_backend():
 
 
 @pytest.fixture(scope="session")
-def local_backend():
-    from arborl.sandboxes import LocalBackend, SandboxUnavailable
+def bwrap_backend():
+    from arborl.sandboxes import BwrapBackend, SandboxUnavailable
 
     try:
-        return LocalBackend()
+        return BwrapBackend()
     except SandboxUnavailable as e:
         unavailable("bwrap", str(e))
 
 
-@pytest.fixture(params=["docker", "local"])
+@pytest.fixture(params=["docker", "bwrap"])
 def backend(request):
     """Each test using this runs once per backend."""
     return request.getfixturevalue(f"{request.param}_backend")
@@ -60,7 +60,7 @@ def tiny_model():
 
 @pytest.fixture(scope="session")
 def web_chromium():
-    """Debian's Chromium on the host (the web env's browser on the local backend)."""
+    """Debian's Chromium on the host (the web env's browser on the bubblewrap backend)."""
     import shutil
 
     path = shutil.which("chromium")

@@ -24,9 +24,9 @@ def test_help_explains_commands_and_overrides():
 
 
 def test_config_composes_hydra_overrides():
-    res = arborl("config", "sandbox=local", "pool.max_size=3")
+    res = arborl("config", "sandbox=bwrap", "pool.max_size=3")
     assert res.returncode == 0
-    assert "max_size: 3" in res.stdout and "type: local" in res.stdout
+    assert "max_size: 3" in res.stdout and "type: bwrap" in res.stdout
     bad = arborl("config", "pool.no_such_key=1")
     assert bad.returncode != 0 and "no_such_key" in bad.stderr
 
@@ -64,7 +64,7 @@ def test_envs_list_shows_builtin_and_user_envs(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["local", "docker"])
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
 def test_demo_runs_end_to_end(backend, request):
     request.getfixturevalue(f"{backend}_backend")  # skips (or fails in CI) if unavailable
     res = arborl("demo", f"sandbox={backend}", "demo.episodes=6", "demo.concurrency=3")
@@ -72,8 +72,8 @@ def test_demo_runs_end_to_end(backend, request):
     assert "6/6 episodes fixed the bug" in res.stdout and "demo passed" in res.stdout
 
 
-def test_sandbox_ls_and_gc(local_backend):
-    res = arborl("sandbox", "ls", "sandbox=local")
+def test_sandbox_ls_and_gc(bwrap_backend):
+    res = arborl("sandbox", "ls", "sandbox=bwrap")
     assert res.returncode == 0 and "backend" in res.stdout
-    res = arborl("sandbox", "gc", "sandbox=local")
+    res = arborl("sandbox", "gc", "sandbox=bwrap")
     assert res.returncode == 0 and "orphans" in res.stdout

@@ -126,7 +126,7 @@ def test_the_reader_sees_what_is_checked(tmp_path, monkeypatch):
         "from ..spec import Task\n"
         "from . import maze\n"
         "if TYPE_CHECKING:\n"
-        "    from arborl.envs.tool import ToolEpisode\n"
+        "    from arborl.envs.function_calling import ToolEpisode\n"
         "def f():\n"
         "    from ...eval import runner\n"
         "    return 'arborl.agents.tiny:tiny_model'\n"
@@ -134,7 +134,7 @@ def test_the_reader_sees_what_is_checked(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     found = violations("tasks")
     assert [f.split(" imports ")[1] for f in found] == [
-        "arborl.envs.tool (tasks → envs)",
+        "arborl.envs.function_calling (tasks → envs)",
         "arborl.eval (tasks → eval)",
         "arborl.agents.tiny (tasks → agents)",
     ]

@@ -382,6 +382,6 @@ def _missing_anchors(kwargs: dict[str, Any]) -> CreditError:
     )
     return CreditError(
         "gigpo needs anchor_state_hashes (per row, the hash of the env state each turn started "
-        "from); arborl.trainer.batch puts it in non_tensor_batch, arborl's compute_advantages "
+        "from); arborl.trainer.dataproto puts it in non_tensor_batch, arborl's compute_advantages "
         "passes it" + hint
     )

@@ -1,6 +1,6 @@
 """The two layouts every estimator converts between, and the checks on them.
 
-verl's token-level batch (what a registered estimator receives; `arborl.trainer.batch`
+verl's token-level batch (what a registered estimator receives; `arborl.trainer.dataproto`
 builds it)::
 
     response_mask       | 1 1 1 0 0 0 1 1 | 0 0 |   each run of 1s is one model turn

@@ -28,8 +28,8 @@ from arborl.tasks.swebench import grade, swe_parts
 from arborl.tasks.swebench.harness import extract_test_output
 from arborl.tasks.swebench.official import read_statuses
 
-from ..tool_calling import ToolCallingEnv
-from ..tools import ToolBox
+from ..tool_calling_env import ToolCallingEnv
+from ..toolbox import ToolBox
 from .tools import code_tools
 from .verifier import GIT_ENV, VerifierRun, capture_patch, run_verifier
 

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from arborl.tasks import CodeTask
 
-from ..tools import Tool, ToolResult, format_exec, function_tool
+from ..toolbox import Tool, ToolResult, format_exec, function_tool
 
 MAX_EDIT_BYTES = 2 * 1024 * 1024
 MAX_VIEW_LINES = 1000

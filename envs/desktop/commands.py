@@ -40,7 +40,7 @@ from .actions import ActionError, parse_actions, to_commands
 
 HOME = "/home/agent"
 OSWORLD_SCREEN = (1920, 1080)
-# Not /opt/arborl: that is the sandbox server's, and the local backend makes it root-only.
+# Not /opt/arborl: that is the sandbox server's, and the bubblewrap backend makes it root-only.
 SHIM_DIR = "/opt/arborl-desktop/bin"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: PATH of root's commands and of the agent's (`DesktopEnv`'s sandbox spec): the shim first.

@@ -39,7 +39,7 @@ from ..base import Step, TaskError, stable_hash
 from ..sandboxed import SandboxEnv
 from ..spaces import chat_observation_space
 from .actions import HELP, ActionError, execute, is_browser_gone, parse_action, resolve_ids
-from .evaluate import run_checks
+from .evaluators import run_checks
 from .observation import PageView, blank, observe, screenshot
 from .relay import SiteRequestError
 from .sites import SITES

@@ -2,10 +2,10 @@
 
 An env takes a stack at its first reset and keeps it (one browser per worker). When the
 env closes, its stack goes back here, warm, for the next env, and `acquire` prefers an
-idle stack that already runs the task's sites. That holds on the env runtime's loop; envs
+idle stack that already runs the task's sites. That holds on the env event loop; envs
 given `pool=` run on the caller's loop, whose end nothing announces, so their stacks close
 with them. Stacks and Playwright belong to the loop that made them. Stacks on the env
-runtime's loop are closed at interpreter exit, before the runtime closes its sandbox pools."""
+the env event loop are closed at interpreter exit, before the env event loop closes its sandbox pools."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from playwright.async_api import Playwright, async_playwright
 
 from arborl.sandboxes import SandboxPool
 
-from .. import runtime as env_runtime
+from .. import event_loop
 from .docker_stack import DockerStack
 from .local_stack import LocalStack
 from .stack import WebStack
@@ -95,22 +95,22 @@ class StackPool:
         return stack
 
     async def release(self, stack: WebStack, broken: bool = False) -> None:
-        """Give a stack back: kept warm on the env runtime's loop, closed otherwise.
+        """Give a stack back: kept warm on the env event loop, closed otherwise.
 
-        Off the runtime's loop (envs given `pool=`), the caller's loop may end at any time
+        Off the env event loop (envs given `pool=`), the caller's loop may end at any time
         after its envs close (`asyncio.run` returning), and nothing would close a warm stack
         then: its containers would wait for the next start's reaper.
         """
         self.lent.discard(stack)
-        if broken or stack.closed or not self._on_runtime_loop():
+        if broken or stack.closed or not self._on_env_loop():
             await stack.close()
         else:
             self.idle.append(stack)
             self._timers[stack] = self.loop.call_later(self.idle_s, self._expire, stack)
 
-    def _on_runtime_loop(self) -> bool:
-        runtime = env_runtime._runtime
-        return runtime is not None and runtime.pid == os.getpid() and runtime.loop is self.loop
+    def _on_env_loop(self) -> bool:
+        env_loop = event_loop._loop
+        return env_loop is not None and env_loop.pid == os.getpid() and env_loop.loop is self.loop
 
     def _expire(self, stack: WebStack) -> None:
         self._timers.pop(stack, None)
@@ -158,17 +158,17 @@ async def close_stack_pools(loop: asyncio.AbstractEventLoop | None = None) -> No
 
 
 def _close_at_exit() -> None:
-    runtime = env_runtime._runtime
-    if runtime is None or runtime.pid != os.getpid() or not runtime.loop.is_running():
+    env_loop = event_loop._loop
+    if env_loop is None or env_loop.pid != os.getpid() or not env_loop.loop.is_running():
         return
     try:
-        runtime.run(close_stack_pools(runtime.loop), timeout=60.0)
+        env_loop.run(close_stack_pools(env_loop.loop), timeout=60.0)
     except Exception as e:  # exiting anyway: the next start reaps what is left
         log.debug("closing web stacks at exit: %s", e)
 
 
-# Registered after the env runtime's own hook, so it runs first (threading runs these in
-# reverse order): stacks close while the runtime's loop and sandbox pools are still alive.
+# Registered after the env event loop's own hook, so it runs first (threading runs these in
+# reverse order): stacks close while the env_loop's loop and sandbox pools are still alive.
 _register = getattr(threading, "_register_atexit", None)
 if _register is not None:
     _register(_close_at_exit)

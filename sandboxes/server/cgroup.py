@@ -1,6 +1,6 @@
 """What the sandbox's own cgroup says: OOM kills and process counts (v1 or v2).
 
-Docker shows a container its cgroups under /sys/fs/cgroup; the local backend binds the
+Docker shows a container its cgroups under /sys/fs/cgroup; the bubblewrap backend binds the
 sandbox's cgroup directories there read-only, so both read the same files.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..spec import Task
+from ..task_types import Task
 from .loader import GOLD_FILE, load_osworld_dir
 from .policies import ScriptedDesktopPolicy, gold_steps
 from .task import DesktopTask

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..spec import Task
+from ..task_types import Task
 
 
 class ScriptedDesktopPolicy:

@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
-from ..spec import Task
+from ..task_types import Task
 from .cache import (
     DOWNLOAD_CACHE_ENV,
     cached_cloud_file,

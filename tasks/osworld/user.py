@@ -5,8 +5,8 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from ..spec import Task
 from ..suites import Suite, SuiteError
+from ..task_types import Task
 from .loader import GOLD_FILE, load_osworld_dir, load_osworld_task
 from .policies import ScriptedDesktopPolicy, gold_steps
 from .task import DesktopSupport

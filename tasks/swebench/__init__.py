@@ -15,13 +15,13 @@ builder as an argument.
 
 from .convert import apply_command, swe_parts, to_code_task, verifier_files
 from .diagnose import environment_hint
+from .environments import register_environment
 from .harness import files_in_patch, grade, parse_pytest_log
 from .image_recipes import Layer, LayerBuilder, build_instance_image, environment_layer, instance_layer
 from .instance import DEFAULT_ENVIRONMENT, SWEEnvironment, SWEInstance, environment_for
 from .layout import package_dirs, with_layout
 from .loaders import InstanceLoadError, load_environments, load_instances
 from .log_parsers import PARSERS, parse_log
-from .specs import register_environment
 
 __all__ = [
     "DEFAULT_ENVIRONMENT",

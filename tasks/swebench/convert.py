@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..spec import BASE_IMAGE, VERIFIER_DIR, CodeTask
+from ..task_types import BASE_IMAGE, VERIFIER_DIR, CodeTask
 from .instance import DEFAULT_ENVIRONMENT, ENV_ROOT, SWEEnvironment, SWEInstance
 from .layout import with_layout
 from .repos import RepoFiles

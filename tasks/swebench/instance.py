@@ -193,7 +193,7 @@ def environment_for(
     """The most specific environment: (repo, version), then (repo, any), in `environments`
     first, then in the registry of known repositories (`specs.ENVIRONMENTS`, when `registry`),
     then the default (pytest)."""
-    from .specs import ENVIRONMENTS
+    from .environments import ENVIRONMENTS
 
     pools = (environments, ENVIRONMENTS) if registry else (environments,)
     for pool in pools:

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from ..common import Policy
-from ..spec import CodeTask
+from ..task_types import CodeTask
 from .convert import apply_command, swe_parts
 
 

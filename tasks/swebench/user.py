@@ -7,8 +7,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..spec import CodeTask
 from ..suites import Suite
+from ..task_types import CodeTask
 from .convert import to_code_task
 from .instance import SWEEnvironment, environment_for
 from .loaders import load_environments, load_instances

@@ -12,7 +12,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from ..spec import ToolDecl
+from ..task_types import ToolDecl
 
 CALCULATOR = ToolDecl(
     name="calculator",

@@ -43,8 +43,8 @@ import string
 from typing import Any
 
 from ..common import HostToolEpisode, Policy
-from ..spec import ToolDecl, ToolTask
 from ..stream import draw_unseen
+from ..task_types import ToolDecl, ToolTask
 from .tool_mini import tool_call
 
 EVAL_SIZE = 64

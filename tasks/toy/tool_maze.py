@@ -45,8 +45,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..common import Policy
-from ..spec import Document, ToolTask
 from ..stream import draw_unseen
+from ..task_types import Document, ToolTask
 from .tool_mini import tool_call
 
 EVAL_SIZE = 64

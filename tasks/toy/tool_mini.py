@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..spec import Document, ToolTask
+from ..task_types import Document, ToolTask
 from .calculator import CALCULATOR, calculator
 
 CORPUS_PATH = Path(__file__).with_name("data") / "tool-mini" / "corpus.jsonl"

@@ -36,7 +36,7 @@ import random
 from typing import Any
 
 from ..common import Policy
-from ..spec import ToolTask
+from ..task_types import ToolTask
 from . import tool_doors, tool_mini
 
 MINI_EVAL = 64

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..spec import Task
+from ..task_types import Task
 
 #: Hostname the browser loads the package's files from (served by the env, never a network).
 MINIWOB_HOST = "miniwob.test"

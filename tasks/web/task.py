@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..spec import Task
+from ..task_types import Task
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 WEB_MINI_DIR = DATA_DIR / "web-mini"

@@ -10,7 +10,7 @@ from verl.trainer.ppo import core_algos
 
 from arborl.agents import Trajectory, TrajectoryTree, Turn
 from arborl.agents.credit import CreditError, compute_advantages, turn_spans
-from arborl.trainer.batch import trajectories_to_dataproto
+from arborl.trainer.dataproto import trajectories_to_dataproto
 
 
 def turn(n: int, reward: float = 0.0, obs: int = 2) -> Turn:

@@ -18,7 +18,7 @@ from verl.trainer.ppo import core_algos
 import arborl.envs  # noqa: F401 - registers the arborl/* ids
 from arborl.agents import Agent, AgentConfig, Trajectory, Turn
 from arborl.agents.credit import CreditError, compute_advantages, turn_spans
-from arborl.trainer.batch import trajectories_to_dataproto
+from arborl.trainer.dataproto import trajectories_to_dataproto
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trainer"))
 import arith_suite

@@ -11,7 +11,7 @@ from countdown import Countdown
 from arborl.agents.credit import compute_advantages
 from arborl.agents.engines import HFEngineConfig, make_engine
 from arborl.agents.tree import TreeConfig, TreeRollout
-from arborl.trainer.batch import trajectories_to_dataproto
+from arborl.trainer.dataproto import trajectories_to_dataproto
 
 
 def check_token_exact(result, engine):

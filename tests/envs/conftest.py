@@ -1,7 +1,7 @@
-"""Env test fixtures: real sandboxes through the env runtime, and example envs registered
+"""Env test fixtures: real sandboxes through the env event loop, and example envs registered
 before collection so the `check_env` sweep over the registry covers them too.
 
-Envs made with `backend=<fixture backend>` share one pool per backend on the env runtime's
+Envs made with `backend=<fixture backend>` share one pool per backend on the env event loop's
 loop for the whole session (sandboxes are reused across tests, reset in place).
 """
 
@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 import arborl.envs
-from arborl.envs import FourTupleAdapter, register_env
+from arborl.envs import register_env
+from arborl.envs.adapters import FourTupleAdapter
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "envs.md"
 
@@ -99,9 +100,9 @@ def make_env(env_backend):
 @pytest.fixture
 def leased(env_backend):
     """`leased()`: how many sandboxes the runtime pool of `env_backend` has lent out now."""
-    pool = arborl.envs.default_pool(env_backend)
+    pool = arborl.envs.event_loop.default_pool(env_backend)
 
     async def count() -> int:  # read on the pool's own loop
         return int(pool.stats()["in_use"])
 
-    return lambda: arborl.envs.get_runtime().run(count())
+    return lambda: arborl.envs.event_loop.get_env_loop().run(count())

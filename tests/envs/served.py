@@ -98,15 +98,15 @@ def sandboxes_of(pid: int, seen: Iterable[str] = ()) -> dict[str, list[str]]:
     those and of the `seen` sandbox ids (a directory removed without its cgroup leaks too)."""
     import docker
 
-    from arborl.sandboxes import LocalBackend
+    from arborl.sandboxes import BwrapBackend
     from arborl.sandboxes.cgroups import leftover_ids
 
     engine = docker.from_env()
     containers = engine.containers.list(all=True, filters={"label": f"arborl.owner_pid={pid}"})
-    local = [s.id for s in LocalBackend().list_sandboxes() if s.owner_pid == pid]
+    local = [s.id for s in BwrapBackend().list_sandboxes() if s.owner_pid == pid]
     return {
         "docker": [c.id for c in containers],
-        "local": local,
+        "bwrap": local,
         "cgroups": sorted((set(local) | set(seen)) & leftover_ids()),
     }
 
@@ -115,13 +115,13 @@ def remove_sandboxes_of(pid: int) -> None:
     """Clean up after a failed test: only what `pid` made (others share this machine)."""
     import docker
 
-    from arborl.sandboxes import LocalBackend
+    from arborl.sandboxes import BwrapBackend
     from arborl.sandboxes.cgroups import SandboxCgroups
 
     with contextlib.suppress(Exception):
         for c in docker.from_env().containers.list(all=True, filters={"label": f"arborl.owner_pid={pid}"}):
             c.remove(force=True)
-    backend = LocalBackend()
+    backend = BwrapBackend()
     for root, meta in backend._entries():
         if meta.get("arborl.owner_pid") == str(pid):
             SandboxCgroups(meta["arborl.sandbox_id"]).remove()

@@ -8,8 +8,9 @@ import time
 import gymnasium
 import pytest
 
-from arborl.envs import get_parser, run_episodes, run_episodes_sync
 from arborl.envs.code import DEFAULT_TASK
+from arborl.envs.episodes import run_episodes, run_episodes_sync
+from arborl.envs.parsers import get_parser
 from arborl.sandboxes import PoolConfig, SandboxPool
 from arborl.tasks import ToolTask
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from arborl.envs import TurnLimit, get_parser
+from arborl.envs import TurnLimit
+from arborl.envs.parsers import get_parser
 from arborl.tasks import CodeTask
 
 pytestmark = pytest.mark.docker
@@ -182,8 +183,8 @@ def test_repository_from_a_host_directory(make_env, tmp_path):
 
 
 @pytest.mark.bwrap
-def test_code_env_on_the_local_backend(local_backend, make_env):
-    env = make_env("arborl/Code-v0", backend=local_backend)
+def test_code_env_on_the_bwrap_backend(bwrap_backend, make_env):
+    env = make_env("arborl/Code-v0", backend=bwrap_backend)
     env.reset(options={"task": TASK})
     env.step(edit(command="str_replace", path="pkg/text.py", old_str="s.upper()", new_str="s.upper() + '!'"))
     _obs, reward, terminated, _, _ = env.step(call("submit"))

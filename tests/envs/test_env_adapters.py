@@ -8,7 +8,8 @@ import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from arborl.envs import FourTupleAdapter, register_env
+from arborl.envs import register_env
+from arborl.envs.adapters import FourTupleAdapter
 
 
 class OSWorldLike:

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arborl.envs import SandboxEnv, Step, get_parser
-from arborl.envs.parsers import MAX_CALLS_PARSED
+from arborl.envs import SandboxEnv, Step
+from arborl.envs.parsers import MAX_CALLS_PARSED, get_parser
 from arborl.tasks import ToolTask
 
 pytestmark = pytest.mark.docker

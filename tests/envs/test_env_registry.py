@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 import arborl.envs
 from arborl.envs import register_env, registered_ids
 from arborl.envs.code import CodeEnv
-from arborl.envs.tool import ToolEnv
+from arborl.envs.function_calling import ToolEnv
 
 pytestmark = pytest.mark.docker
 
@@ -44,7 +44,7 @@ def test_make_takes_kwargs_and_returns_the_env_itself(env_backend):
 
 def test_register_env_refuses_to_shadow_another_env():
     with pytest.raises(ValueError, match="already registered"):
-        register_env("arborl/Code-v0", "arborl.envs.tool.env:ToolEnv")
+        register_env("arborl/Code-v0", "arborl.envs.function_calling.env:ToolEnv")
     register_env("arborl/Code-v0", "arborl.envs.code.env:CodeEnv")  # the same again: fine
     assert registered_ids().count("arborl/Code-v0") == 1
 
@@ -62,7 +62,7 @@ def test_spaces_hold_what_the_envs_return(env_backend):
 
 def test_seeded_episodes_repeat(env_backend):
     """Same seed, same task, same actions: same observations, rewards and state hashes."""
-    parser = arborl.envs.get_parser("hermes")
+    parser = arborl.envs.parsers.get_parser("hermes")
     actions = [
         parser.format_call("bash", {"command": "echo hi > new.txt && ls"}),
         "no tool call here",

@@ -8,14 +8,8 @@ import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from arborl.envs import (
-    FormatPenalty,
-    StepTimeout,
-    TokenBudget,
-    TruncateObservation,
-    TurnLimit,
-    get_parser,
-)
+from arborl.envs import FormatPenalty, StepTimeout, TokenBudget, TruncateObservation, TurnLimit
+from arborl.envs.parsers import get_parser
 from arborl.tasks import ToolTask
 
 pytestmark = pytest.mark.docker

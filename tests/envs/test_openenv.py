@@ -116,7 +116,7 @@ def test_use_an_openenv_server_as_an_arborl_env(tmp_path):
         server.stop()
 
 
-def test_serve_an_arborl_env_to_an_openenv_client(tmp_path, local_backend):
+def test_serve_an_arborl_env_to_an_openenv_client(tmp_path, bwrap_backend):
     server = Server(block("serve-arborl-server"), tmp_path)
     try:
         out = run_client_with(server, block("serve-arborl-python"), tmp_path).splitlines()
@@ -182,12 +182,12 @@ def test_an_openenv_docker_image_as_an_arborl_env(tmp_path, docker_backend):
 
 
 @pytest.mark.browser
-def test_serve_the_miniwob_env_over_openenv(tmp_path, web_chromium, local_backend):
+def test_serve_the_miniwob_env_over_openenv(tmp_path, web_chromium, bwrap_backend):
     """A web env over OpenEnv: a MiniWoB page solved through the client, scored by the page."""
     from openenv.core.generic_client import GenericEnvClient
     from served import Served
 
-    server = Served(["--suite", "web-miniwob", "--env-kwargs", '{"backend": "local"}'], tmp_path)
+    server = Served(["--suite", "web-miniwob", "--env-kwargs", '{"backend": "bwrap"}'], tmp_path)
     try:
         server.wait()
         with GenericEnvClient(base_url=server.url()).sync() as env:

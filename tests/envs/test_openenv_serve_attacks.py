@@ -37,9 +37,9 @@ def last_message(result) -> str:
 
 
 @pytest.fixture(scope="module")
-def tool_server(tmp_path_factory, local_backend):
+def tool_server(tmp_path_factory, bwrap_backend):
     server = Served(
-        ["arborl/Tool-v0", "--suite", "tool-mini", "--env-kwargs", '{"backend": "local"}'],
+        ["arborl/Tool-v0", "--suite", "tool-mini", "--env-kwargs", '{"backend": "bwrap"}'],
         tmp_path_factory.mktemp("tool-server"),
     )
     yield server.wait()
@@ -47,9 +47,9 @@ def tool_server(tmp_path_factory, local_backend):
 
 
 @pytest.fixture(scope="module")
-def code_server(tmp_path_factory, local_backend):
+def code_server(tmp_path_factory, bwrap_backend):
     server = Served(
-        ["arborl/Code-v0", "--suite", "swe-mini", "--env-kwargs", '{"backend": "local"}'],
+        ["arborl/Code-v0", "--suite", "swe-mini", "--env-kwargs", '{"backend": "bwrap"}'],
         tmp_path_factory.mktemp("code-server"),
     )
     yield server.wait()
@@ -140,7 +140,7 @@ def test_no_token_or_a_wrong_one_is_refused(tool_server):
 
 
 @pytest.mark.slow
-def test_a_bind_beyond_loopback_needs_the_opt_in(tmp_path, local_backend):
+def test_a_bind_beyond_loopback_needs_the_opt_in(tmp_path, bwrap_backend):
     args = ["arborl/Tool-v0", "--suite", "tool-mini", "--host", "0.0.0.0"]
     server = Served(args, tmp_path)
     try:

@@ -23,7 +23,7 @@ NOISE = ("Traceback", "Exception in ASGI application", "ERROR")
 
 
 @pytest.mark.parametrize("name", ["mine.jsonl", "sub/mine.json"])
-def test_suite_takes_a_path_as_eval_does(tmp_path, local_backend, name):
+def test_suite_takes_a_path_as_eval_does(tmp_path, bwrap_backend, name):
     from openenv.core.generic_client import GenericEnvClient
 
     from arborl.eval.config import EvalConfig
@@ -38,7 +38,7 @@ def test_suite_takes_a_path_as_eval_does(tmp_path, local_backend, name):
     ids = [t.id for t in suite.tasks()]
     assert ids == [r["instance_id"] for r in rows]
     server = Served(
-        ["--suite", name, "--repos-dir", str(REPOS), "--env-kwargs", '{"backend": "local"}'], tmp_path
+        ["--suite", name, "--repos-dir", str(REPOS), "--env-kwargs", '{"backend": "bwrap"}'], tmp_path
     )
     try:
         server.wait()
@@ -55,12 +55,12 @@ def test_suite_takes_a_path_as_eval_does(tmp_path, local_backend, name):
     assert missing.proc.wait(120) == 2 and "nowhere/mine.jsonl does not exist" in missing.text()
 
 
-def test_client_disconnects_are_quiet(tmp_path, local_backend):
+def test_client_disconnects_are_quiet(tmp_path, bwrap_backend):
     from openenv.core.generic_client import GenericEnvClient
     from websockets.sync.client import connect
 
     server = Served(
-        ["arborl/Tool-v0", "--suite", "tool-mini", "--env-kwargs", '{"backend": "local"}'], tmp_path
+        ["arborl/Tool-v0", "--suite", "tool-mini", "--env-kwargs", '{"backend": "bwrap"}'], tmp_path
     )
     try:
         server.wait()
@@ -90,10 +90,10 @@ def test_client_disconnects_are_quiet(tmp_path, local_backend):
     [
         pytest.param("docker", signal.SIGTERM, marks=pytest.mark.docker),
         pytest.param("docker", signal.SIGINT, marks=pytest.mark.docker),
-        ("local", signal.SIGTERM),
-        ("local", signal.SIGINT),
+        ("bwrap", signal.SIGTERM),
+        ("bwrap", signal.SIGINT),
     ],
-    ids=["docker-SIGTERM", "docker-SIGINT", "local-SIGTERM", "local-SIGINT"],
+    ids=["docker-SIGTERM", "docker-SIGINT", "bwrap-SIGTERM", "bwrap-SIGINT"],
 )
 def test_a_signal_removes_every_sandbox(tmp_path, request, backend, sig):
     """The server stopped mid-episode, a client still connected: every sandbox it made goes."""
@@ -115,8 +115,8 @@ def test_a_signal_removes_every_sandbox(tmp_path, request, backend, sig):
         made = sandboxes_of(pid)
         assert made[backend], f"the episode made no {backend} sandbox: {made}"
         status = server.stop(sig)
-        left = sandboxes_of(pid, seen=made["local"])
-        assert left == {"docker": [], "local": [], "cgroups": []}, f"{signal.Signals(sig).name} left {left}"
+        left = sandboxes_of(pid, seen=made["bwrap"])
+        assert left == {"docker": [], "bwrap": [], "cgroups": []}, f"{signal.Signals(sig).name} left {left}"
         assert status in (-sig, 128 + sig), f"exit status {status}: {server.text()[-2000:]}"  # died of it
         assert not [n for n in NOISE if n in server.text()], server.text()[-3000:]
     finally:

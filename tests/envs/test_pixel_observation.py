@@ -7,7 +7,9 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 
-from arborl.envs import Step, TextEnv, chat_observation_space, observation_messages, register_env, run_episode
+from arborl.envs import Step, TextEnv, register_env
+from arborl.envs.episodes import run_episode
+from arborl.envs.spaces import chat_observation_space, observation_messages
 
 
 class PaintEnv(TextEnv):
@@ -44,8 +46,8 @@ def test_pixel_observations_pass_check_env_and_the_runner_reads_their_messages()
     obs, *_ = env.step("go")
     assert obs["screenshot"][0].min() == 255 and obs["screenshot"][1].max() == 0
     ep = env.unwrapped  # the runner drives the async twin
-    from arborl.envs.runtime import get_runtime
+    from arborl.envs.event_loop import get_env_loop
 
-    episode = get_runtime().run(run_episode(ep, lambda m, i: "more", {"id": "p"}))
+    episode = get_env_loop().run(run_episode(ep, lambda m, i: "more", {"id": "p"}))
     assert episode.turns == 4 and episode.terminated
     assert [m["content"] for m in episode.messages if m["role"] == "user"][-1] == "4 rows"

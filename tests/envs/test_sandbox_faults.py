@@ -17,7 +17,8 @@ import pytest
 
 import arborl.envs  # noqa: F401
 from arborl.agents import Agent, AgentConfig
-from arborl.envs import arelease, areset, astep, get_parser
+from arborl.envs import arelease, areset, astep
+from arborl.envs.parsers import get_parser
 from arborl.sandboxes import PoolConfig, SandboxPool
 from arborl.tasks import CodeTask
 from arborl.trainer.local.rollout import INFRA_FAILURES
@@ -35,7 +36,7 @@ def bash(command: str) -> str:
     return P.format_call("bash", {"command": command})
 
 
-@pytest.fixture(params=["docker", "local"])
+@pytest.fixture(params=["docker", "bwrap"])
 async def pool(request):
     backend = request.getfixturevalue(f"{request.param}_backend")
     async with SandboxPool(backend, PoolConfig(max_size=2)) as p:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from arborl.envs import get_parser
-from arborl.envs.tool.verifiers import last_number
+from arborl.envs.function_calling.verifiers import last_number
+from arborl.envs.parsers import get_parser
 from arborl.tasks import Document, ToolTask
 
 pytestmark = pytest.mark.docker

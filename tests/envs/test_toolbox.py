@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import Field
 
-from arborl.envs import Tool, ToolBox, ToolCall, ToolResult, function_tool
-from arborl.envs.tools import MAX_RESULT_CHARS, head_tail
+from arborl.envs.parsers import ToolCall
+from arborl.envs.toolbox import MAX_RESULT_CHARS, Tool, ToolBox, ToolResult, function_tool, head_tail
 
 
 @function_tool

@@ -9,7 +9,7 @@ from arborl.sandboxes import SandboxSpec
 SPEC = SandboxSpec(files={"/workspace/hello.txt": "hello\n", "/workspace/pkg/mod.py": "X = 1\n"})
 
 
-@pytest.fixture(scope="module", params=["docker", "local"])
+@pytest.fixture(scope="module", params=["docker", "bwrap"])
 def shared_sandbox(request):
     """One sandbox per backend for a whole module, created on its own event loop.
 

@@ -13,7 +13,7 @@ from arborl.sandboxes import SandboxFileNotFound, SandboxOpError
 
 
 def agent_uid(sb) -> str:
-    """The agent's uid: the image's `agent` user (Docker), or the local backend's own uid."""
+    """The agent's uid: the image's `agent` user (Docker), or the bubblewrap backend's own uid."""
     return "1000" if sb.backend.name == "docker" else str(sb.handle[4])  # a uid per local sandbox
 
 

@@ -229,9 +229,9 @@ async def test_memory_is_bounded_for_the_sandbox_as_a_whole(backend):
         assert ping["oom_kills"] > 0, (res.output, ping)
 
 
-async def test_local_backend_refuses_a_network(local_backend):
+async def test_bwrap_backend_refuses_a_network(bwrap_backend):
     with pytest.raises(SandboxUnavailable, match="network"):
-        await local_backend.create(SMALL.model_copy(update={"network": True}))
+        await bwrap_backend.create(SMALL.model_copy(update={"network": True}))
 
 
 async def test_server_survives_connection_floods_and_a_fork_bomb(backend):

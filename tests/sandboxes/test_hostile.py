@@ -74,8 +74,8 @@ async def test_no_network_egress_unless_asked(backend):
             dev = (await sb.exec("tail -n +3 /proc/net/dev")).stdout.splitlines()
             assert [line.split(":")[0].strip() for line in dev] == ["lo"]
         # Positive control: the same probe gets through when the spec asks for a network
-        # (Docker); the local backend refuses a network rather than share the host's.
-        if backend.name == "local":
+        # (Docker); the bubblewrap backend refuses a network rather than share the host's.
+        if backend.name == "bwrap":
             with pytest.raises(SandboxUnavailable):
                 await backend.create(SMALL.model_copy(update={"network": True}))
             return
@@ -147,10 +147,10 @@ async def test_killing_pid1_and_everything_does_not_break_docker(docker_backend)
         assert (await sb.exec("echo alive")).stdout == "alive\n"
 
 
-async def test_the_agent_cannot_kill_the_local_server(local_backend):
+async def test_the_agent_cannot_kill_the_local_server(bwrap_backend):
     # The server runs as root, the agent as a uid of its own: kill -9 -1 reaches only the
     # agent's own processes. A sandbox killed from outside is a typed crash, never a hang.
-    async with await local_backend.create(SMALL) as sb:
+    async with await bwrap_backend.create(SMALL) as sb:
         res = await sb.exec("kill -9 1; kill -9 2; kill -9 -1; echo done", timeout=10)
         assert "Operation not permitted" in res.stderr or res.exit_code != 0
         assert (await sb.exec("echo alive")).stdout == "alive\n"

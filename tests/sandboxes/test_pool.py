@@ -130,25 +130,25 @@ async def test_sigkilled_harness_leaves_no_orphans_after_restart(backend):
     assert [i for i in backend.list_sandboxes() if i.owner_pid == proc.pid] == []
 
 
-async def test_the_reaper_never_signals_a_process_that_reused_an_orphans_pid(local_backend):
+async def test_the_reaper_never_signals_a_process_that_reused_an_orphans_pid(bwrap_backend):
     """A dead sandbox's bwrap pid can belong to another process by the time a reaper runs
     (pids wrap within minutes on a busy machine). The reaper signalled it blindly, and took
     down a process group leader that had reused the pid: dockerd, started with setsid."""
     import json
 
     decoy = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a group leader, like dockerd
-    sb = await local_backend.create(SandboxSpec())
+    sb = await bwrap_backend.create(SandboxSpec())
     try:
         meta_path = sb.handle[1] / "meta.json"
         meta = json.loads(meta_path.read_text())
         meta["arborl.owner_pid"] = "0"  # the owner is dead: an orphan
         meta["arborl.bwrap_pid"] = str(decoy.pid)  # its pid now belongs to the decoy
         meta_path.write_text(json.dumps(meta))
-        assert sb.id in local_backend.reap()
+        assert sb.id in bwrap_backend.reap()
         await asyncio.sleep(0.2)
         assert decoy.poll() is None, "the reaper killed a process that merely reused the pid"
         assert sb.handle[0].poll() is not None  # the sandbox itself is gone (its cgroup killed it)
     finally:
         decoy.kill()
         decoy.wait()
-        await local_backend.destroy(sb)
+        await bwrap_backend.destroy(sb)

@@ -4,7 +4,7 @@ Reset must hand the next episode the snapshot and nothing else: a change that su
 a channel between episodes (a fix made in one episode is "found" by the next, a poisoned
 `.git` runs inside the grader). Each test here is what an agent could run as its own user;
 each passed on the code before the reset watched for writes through shared maps, cleared
-IPC, and the local backend had a seccomp filter and a uid per sandbox.
+IPC, and the bubblewrap backend had a seccomp filter and a uid per sandbox.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ async def test_the_agent_cannot_make_itself_root_in_a_user_namespace(backend):
         assert "unshared" not in res.stdout, res.output
 
 
-async def test_local_sandboxes_run_their_agents_as_different_uids(local_backend):
-    async with await local_backend.create(SPEC) as a, await local_backend.create(SPEC) as b:
+async def test_local_sandboxes_run_their_agents_as_different_uids(bwrap_backend):
+    async with await bwrap_backend.create(SPEC) as a, await bwrap_backend.create(SPEC) as b:
         ua, ub = (await a.exec("id -u")).stdout.strip(), (await b.exec("id -u")).stdout.strip()
         assert ua != ub and "0" not in (ua, ub), (ua, ub)

@@ -13,7 +13,8 @@ import gymnasium
 import pytest
 
 import arborl.envs  # noqa: F401 - registers arborl/Code-v0
-from arborl.envs import arelease, areset, astep, get_parser
+from arborl.envs import arelease, areset, astep
+from arborl.envs.parsers import get_parser
 from arborl.sandboxes import PoolConfig, SandboxPool
 from arborl.tasks import CodeTask, get_suite
 from arborl.tasks.swebench import swe_parts
@@ -66,7 +67,7 @@ def call(name: str, **args) -> str:
     return P.format_call(name, args)
 
 
-@pytest.fixture(params=["docker", "local"])
+@pytest.fixture(params=["docker", "bwrap"])
 async def pool(request):
     backend = request.getfixturevalue(f"{request.param}_backend")
     async with SandboxPool(backend, PoolConfig(max_size=2)) as p:

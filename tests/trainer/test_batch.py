@@ -8,7 +8,7 @@ import torch
 from verl.trainer.ppo import core_algos
 
 from arborl.agents.trajectory import Trajectory, Turn
-from arborl.trainer.batch import BatchOverflowError, trajectories_to_dataproto
+from arborl.trainer.dataproto import BatchOverflowError, trajectories_to_dataproto
 
 PAD = 0
 

@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from arborl.agents import Trajectory, Turn
-from arborl.trainer.batch import trajectories_to_dataproto
+from arborl.trainer.dataproto import trajectories_to_dataproto
 from arborl.trainer.local.learner import Learner, LearnerConfig
 
 T = 0.7

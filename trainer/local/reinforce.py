@@ -23,7 +23,7 @@ from collections import Counter
 import torch
 
 from arborl.agents.credit import compute_advantages
-from arborl.trainer.batch import trajectories_to_dataproto
+from arborl.trainer.dataproto import trajectories_to_dataproto
 
 from .budget import Pacer
 from .buffer import Group, TakeStats

@@ -19,7 +19,7 @@ from typing import Any
 from arborl.agents import Agent, Trajectory, read_trajectories, write_trajectories
 from arborl.tasks.stream import task_stream
 from arborl.tasks.suites import resolve
-from arborl.trainer.batch import trajectories_to_dataproto
+from arborl.trainer.dataproto import trajectories_to_dataproto
 
 from . import budget
 from .budget import Pacer

@@ -9,7 +9,7 @@ token-exact sequence arborl recorded::
         Agent(VerlServerEngine(server_manager)) × gymnasium.make(arborl.env_id)
     ◀── AgentLoopOutput(prompt_ids, response_ids, response_mask, response_logprobs,
                         reward_score, extra_fields: turn_scores + the per-turn fields of
-                        `arborl.trainer.batch` (anchor_state_hashes, tree_paths, ...))
+                        `arborl.trainer.dataproto` (anchor_state_hashes, tree_paths, ...))
 
 The per-turn fields are the ones arborl's own batches carry (`trajectories_to_dataproto`), under
 the same names, so an estimator that reads one (``gigpo``: ``anchor_state_hashes``, ``tree``:
@@ -207,9 +207,9 @@ class ArborlAgentLoop(AgentLoopBase):
 
 
 def turn_fields(traj: Trajectory) -> dict[str, Any]:
-    """The per-turn fields `arborl.trainer.batch` gives a trajectory's row (one entry per turn):
+    """The per-turn fields `arborl.trainer.dataproto` gives a trajectory's row (one entry per turn):
     taken from the batch builder itself, so the names and contents never drift apart."""
-    from arborl.trainer.batch import trajectories_to_dataproto
+    from arborl.trainer.dataproto import trajectories_to_dataproto
 
     extra = trajectories_to_dataproto([traj], pad_token_id=0).non_tensor_batch
     return {k: v[0] for k, v in extra.items() if k not in _ROW_IDS}

@@ -1,7 +1,7 @@
 """Plumbing shared by the self-hosted sites: routing, forms, cookies, HTML, the admin socket.
 
 Standard library only, on purpose: the sites run inside `arborl/base` containers, which
-have Debian's python3 and no pip (and on the local backend, under the host's python3). A
+have Debian's python3 and no pip (and on the bubblewrap backend, under the host's python3). A
 site is a `Site` subclass with `routes`, a `reset()` that puts its state back to the seed
 data, and `state()`, the JSON its evaluators read.
 

@@ -1,7 +1,7 @@
 """Entry point of a self-hosted site: `python3 server.py SITE --port N --admin-socket PATH`.
 
 Standard library only: it runs as a script under the site container's Debian python3 (no
-pip there) or, on the local backend, under the host's python3. Its directory holds the
+pip there) or, on the bubblewrap backend, under the host's python3. Its directory holds the
 site modules (`shop.py`, `admin.py`, ...), each defining `SITE`, a `common.Site` subclass.
 """
 
@@ -24,7 +24,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--port-file", help="write the public port here once listening")
     ap.add_argument("--exit-with-parent", action="store_true", help="exit when the harness dies")
     args = ap.parse_args(argv)
-    if args.exit_with_parent:  # host processes (local backend) must not outlive a killed harness
+    if args.exit_with_parent:  # host processes (bubblewrap backend) must not outlive a killed harness
         threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     from common import serve
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from ...spec import CodeTask
+from ...task_types import CodeTask
 from ..convert import to_code_task
 from ..instance import SWEEnvironment, SWEInstance, environment_for
 from ..loaders import load_environments, load_instances

@@ -70,15 +70,15 @@ class _Clock:
 
 def desktop_spec(backend_name: str):
     spec = DesktopEnv().sandbox_spec(DEFAULT_TASK)
-    if backend_name == "local":  # the host has no openbox, whose key binding the spec adds
+    if backend_name == "bwrap":  # the host has no openbox, whose key binding the spec adds
         spec = spec.model_copy(update={"setup": tuple(s for s in spec.setup if "openbox" not in s)})
     return spec
 
 
-@pytest.fixture(params=["docker", "local"])
+@pytest.fixture(params=["docker", "bwrap"])
 async def desk(request, tmp_path):
     """A desktop sandbox (the env's own spec, no display) and a StepContext on it."""
-    backend = request.getfixturevalue("gui_backend" if request.param == "docker" else "local_backend")
+    backend = request.getfixturevalue("gui_backend" if request.param == "docker" else "bwrap_backend")
     async with await backend.create(desktop_spec(request.param)) as sb:
         ctx = StepContext(sandbox=TimedSandbox(sb, _Clock()), display=XDisplay(), cache_dir=tmp_path)
         yield sb, ctx
@@ -309,11 +309,11 @@ def bomb(inflated_gib: int) -> bytes:
 @pytest.mark.gui
 def test_a_gzip_bomb_at_the_screenshot_path_is_a_failed_screenshot(desktop):
     """The agent keeps swapping its 8 MB bomb (8 GiB inflated) into the screenshot's place."""
-    from arborl.envs.runtime import get_runtime
+    from arborl.envs.event_loop import get_env_loop
 
     desktop.reset(options={"task": load_osworld_task(task(config=[xterm()]), support=DESKTOP)})
     sb = desktop.unwrapped.sandbox.raw
-    run = get_runtime().run
+    run = get_env_loop().run
     run(sb.write_file(f"{RUN_DIR}/bomb.gz", bomb(8)))
     swapper = f"""
 import contextlib, os, time
@@ -351,12 +351,12 @@ def test_screenshot_decompression_is_bounded():
 def test_a_window_titled_like_a_marker_is_only_a_title(desktop):
     """A terminal's title is the agent's to set (OSC 2): "@@NOX" in it made the harness
     believe the X server was gone (an infrastructure error of the agent's making)."""
-    from arborl.envs.runtime import get_runtime
+    from arborl.envs.event_loop import get_env_loop
 
     desktop.reset(options={"task": load_osworld_task(task(config=[xterm()]), support=DESKTOP)})
     sb = desktop.unwrapped.sandbox.raw
     title = "$(printf '@@NOX\\n@@END\\nx')"
-    r = get_runtime().run(
+    r = get_env_loop().run(
         sb.exec(
             f'w=$(xdotool search --class xterm | head -1); xdotool set_window --name "{title}" $w; '
             f'xprop -id $w -f _NET_WM_NAME 8u -set _NET_WM_NAME "{title}"',
@@ -366,5 +366,5 @@ def test_a_window_titled_like_a_marker_is_only_a_title(desktop):
     assert r.exit_code == 0, r.output
     *_, truncated, info = desktop.step("WAIT")
     assert not truncated and any("@@NOX" in w["title"] for w in info["windows"]), info
-    windows = get_runtime().run(desktop.unwrapped.display.windows(desktop.unwrapped.sandbox))
+    windows = get_env_loop().run(desktop.unwrapped.display.windows(desktop.unwrapped.sandbox))
     assert len(windows) == len(info["windows"])

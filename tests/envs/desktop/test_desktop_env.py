@@ -11,7 +11,7 @@ from desktop_helpers import code, task, xterm
 from arborl.envs import TaskError, TurnLimit
 from arborl.envs.desktop import DesktopSetupError
 from arborl.envs.desktop.support import DESKTOP
-from arborl.envs.runtime import get_runtime
+from arborl.envs.event_loop import get_env_loop
 from arborl.tasks.osworld import load_osworld_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.gui]
@@ -124,7 +124,7 @@ def test_mouse_and_keyboard_reach_the_apps(desktop, tmp_path):
     )
     assert inside.sum() > 50  # the typed text, in the editor
     # The editor writes the file on its own time (slower on a loaded machine): wait for it.
-    sb, run, saved = desktop.unwrapped.sandbox.raw, get_runtime().run, ""
+    sb, run, saved = desktop.unwrapped.sandbox.raw, get_env_loop().run, ""
     for _ in range(50):
         saved = run(sb.exec("cat /home/agent/note.txt")).stdout
         if saved != "one\n":
@@ -170,7 +170,7 @@ def test_bad_actions_are_error_observations_and_the_episode_goes_on(desktop, rep
 def test_a_failing_action_is_reported_and_the_rest_skipped(desktop):
     desktop.reset()
     sb = desktop.unwrapped.sandbox.raw
-    run = get_runtime().run
+    run = get_env_loop().run
     run(sb.exec("chmod 000 /usr/bin/xdotool", user="root"))  # an image whose xdotool is broken
     try:
         obs, reward, terminated, truncated, info = desktop.step(
@@ -190,7 +190,7 @@ def test_a_failing_action_is_reported_and_the_rest_skipped(desktop):
 def test_a_crashed_x_server_is_recovered_by_reset(desktop):
     desktop.reset()
     sandbox_id = desktop.unwrapped.sandbox.id
-    get_runtime().run(desktop.unwrapped.sandbox.raw.exec("pkill -9 Xvfb; sleep 0.2", user="root"))
+    get_env_loop().run(desktop.unwrapped.sandbox.raw.exec("pkill -9 Xvfb; sleep 0.2", user="root"))
     obs, reward, terminated, truncated, info = desktop.step(code("pyautogui.click(10, 10)"))
     assert truncated and not terminated and reward == 0.0
     assert "X display" in info["sandbox_error"] and "DisplayError" in info["sandbox_error"]
@@ -207,7 +207,7 @@ def test_a_sandbox_whose_display_cannot_start_is_replaced(desktop):
     env = desktop.unwrapped
     old, replaced = env.sandbox.id, env.replaced_sandboxes
     # Outside the reset paths, so an in-place reset keeps it: this sandbox can never show X again.
-    get_runtime().run(env.sandbox.raw.exec("chmod 000 /usr/bin/Xvfb", user="root"))
+    get_env_loop().run(env.sandbox.raw.exec("chmod 000 /usr/bin/Xvfb", user="root"))
     desktop.step("DONE")
     obs, info = desktop.reset()
     assert env.replaced_sandboxes == replaced + 1 and env.sandbox.id != old

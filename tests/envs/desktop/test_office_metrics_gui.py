@@ -70,7 +70,7 @@ def spreadsheet_task(cache) -> object:
 @pytest.mark.docker
 @pytest.mark.gui
 def test_compare_table_scores_a_workbook_saved_by_gnumeric(desktop, tmp_path):
-    from arborl.envs.runtime import get_runtime
+    from arborl.envs.event_loop import get_env_loop
 
     task = spreadsheet_task(tmp_path / "cache")
     _, info = desktop.reset(options={"task": task})
@@ -81,7 +81,7 @@ def test_compare_table_scores_a_workbook_saved_by_gnumeric(desktop, tmp_path):
     desktop.reset(options={"task": task})
     solve = f"printf '{DONE}\\n' > /tmp/done.csv && ssconvert /tmp/done.csv ~/Desktop/MUST_VISIT.xlsx"
     sandbox, env = desktop.unwrapped.sandbox.raw, desktop.unwrapped.display.env
-    r = get_runtime().run(sandbox.exec(["/bin/sh", "-c", solve], workdir="/home/agent", env=env))
+    r = get_env_loop().run(sandbox.exec(["/bin/sh", "-c", solve], workdir="/home/agent", env=env))
     assert r.exit_code == 0, r.output
     _, reward, terminated, _, step = desktop.step("DONE")
     assert terminated and reward == 1.0, step["evaluation"]

@@ -32,7 +32,7 @@ def test_the_copied_tasks_load():
     "task_id", [pytest.param(t, marks=pytest.mark.slow) if t in SLOW else t for t in RUN]
 )
 def test_scripted_solution_scores_1_and_no_action_scores_0(desktop, task_id):
-    from arborl.envs.runtime import get_runtime
+    from arborl.envs.event_loop import get_env_loop
 
     task = load_osworld_task(DATA / f"{task_id}.json", support=DESKTOP)
     solution = SOLUTIONS["solved"][task_id]
@@ -44,7 +44,7 @@ def test_scripted_solution_scores_1_and_no_action_scores_0(desktop, task_id):
     assert terminated and reward == 0.0, step.get("evaluation")
     desktop.reset(options={"task": task})
     if "shell" in solution:  # what the agent would type in a terminal, as the desktop user
-        r = get_runtime().run(
+        r = get_env_loop().run(
             desktop.unwrapped.sandbox.raw.exec(
                 ["/bin/sh", "-c", solution["shell"]], workdir="/home/agent", env=desktop.unwrapped.display.env
             )

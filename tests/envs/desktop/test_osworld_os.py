@@ -166,7 +166,7 @@ RUN = sorted(t for t in SOLUTIONS["solved"] if os.environ.get("ARBORL_OSWORLD_AL
 @pytest.mark.gui
 @pytest.mark.parametrize("task_id", RUN)
 def test_scripted_solution_scores_1_and_no_action_scores_0(desktop, task_id):
-    from arborl.envs.runtime import get_runtime
+    from arborl.envs.event_loop import get_env_loop
 
     task = load_osworld_task(DATA / f"{task_id}.json", support=DESKTOP)
     solution = SOLUTIONS["solved"][task_id]
@@ -179,7 +179,7 @@ def test_scripted_solution_scores_1_and_no_action_scores_0(desktop, task_id):
     assert terminated and reward == 0.0, step.get("evaluation")
     desktop.reset(options={"task": task})
     if "shell" in solution:  # what the agent would type in a terminal, as the desktop user
-        r = get_runtime().run(
+        r = get_env_loop().run(
             desktop.unwrapped.sandbox.raw.exec(["/bin/sh", "-c", solution["shell"]], workdir="/home/agent")
         )
         assert r.exit_code == 0, r.output

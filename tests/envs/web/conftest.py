@@ -1,6 +1,6 @@
-"""Web env fixtures: real Chromium, real site servers, on the Docker and the local backend.
+"""Web env fixtures: real Chromium, real site servers, on the Docker and the bubblewrap backend.
 
-Envs made here share the env runtime's pools, so a web stack (browser + sites) started by
+Envs made here share the env event loop's pools, so a web stack (browser + sites) started by
 one test is reused, warm, by the next; the stacks are closed when the web tests end.
 """
 
@@ -12,14 +12,14 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def web_local_backend(local_backend, web_chromium):
-    return local_backend
+def web_bwrap_backend(bwrap_backend, web_chromium):
+    return bwrap_backend
 
 
-@pytest.fixture(params=[pytest.param("docker", marks=pytest.mark.docker), "local"])
+@pytest.fixture(params=[pytest.param("docker", marks=pytest.mark.docker), "bwrap"])
 def web_backend(request):
     """Each test using this runs once on Docker (browser and sites in containers) and once
-    on the local backend (host processes)."""
+    on the bubblewrap backend (host processes)."""
     return request.getfixturevalue(f"web_{request.param}_backend")
 
 
@@ -27,10 +27,10 @@ def web_backend(request):
 def _close_web_stacks():
     """Close the warm stacks when the web tests are done (they hold pool slots)."""
     yield
-    from arborl.envs.runtime import get_runtime
+    from arborl.envs.event_loop import get_env_loop
     from arborl.envs.web import close_stack_pools
 
-    rt = get_runtime()
+    rt = get_env_loop()
     rt.run(close_stack_pools(rt.loop), timeout=120)
 
 

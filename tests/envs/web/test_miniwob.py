@@ -9,7 +9,8 @@ import sys
 import gymnasium
 import pytest
 
-from arborl.envs import TaskError, run_episodes_sync
+from arborl.envs import TaskError
+from arborl.envs.episodes import run_episodes_sync
 from arborl.tasks import get_suite
 from arborl.tasks.web import miniwob as mw
 
@@ -30,8 +31,8 @@ def test_suites_list_real_package_tasks():
 
 
 @pytest.mark.browser
-def test_gold_solves_and_empty_scores_zero(web_local_backend):
-    env = gymnasium.make("arborl/MiniWoB-v0", backend=web_local_backend)
+def test_gold_solves_and_empty_scores_zero(web_bwrap_backend):
+    env = gymnasium.make("arborl/MiniWoB-v0", backend=web_bwrap_backend)
     try:
         tasks = [SUITE.task(f"miniwob/{n}-s1") for n in SOLVED]
         gold = run_episodes_sync([env], lambda m, i: _gold(m, i, tasks), tasks, max_turns=SUITE.max_turns)
@@ -66,8 +67,8 @@ def _gold(messages, info, tasks):
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_arborl_eval_suite_web_miniwob(tmp_path, web_chromium, local_backend):
-    cmd = [sys.executable, "-m", "arborl.cli.main", "eval", "suite=web-miniwob", "sandbox=local",
+def test_arborl_eval_suite_web_miniwob(tmp_path, web_chromium, bwrap_backend):
+    cmd = [sys.executable, "-m", "arborl.cli.main", "eval", "suite=web-miniwob", "sandbox=bwrap",
            "concurrency=2", "report=false", "tasks=[miniwob/click-test-s0,miniwob/enter-password-s0]"]  # fmt: skip
     for agent, resolved in (("gold", "2/2"), ("empty", "0/2")):
         res = subprocess.run(

@@ -15,8 +15,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from web_helpers import CountingServer, observation_text
 
-from arborl.envs import TaskError, run_episodes_sync
-from arborl.envs.runtime import get_runtime
+from arborl.envs import TaskError
+from arborl.envs.episodes import run_episodes_sync
+from arborl.envs.event_loop import get_env_loop
 from arborl.envs.web import WebEnv
 from arborl.tasks import get_suite
 from arborl.tasks.web import WebStep, find_element, scripted_policy
@@ -39,12 +40,12 @@ def bridge_gateway(client) -> str:
 
 
 def run_on_loop(coro):
-    return get_runtime().run(coro)
+    return get_env_loop().run(coro)
 
 
 # Local only: on Docker the same gold and empty runs are tests/eval/test_suite_validation.py's
 # web-mini case (through `arborl eval`, 2-3 minutes); running them twice cost CI the time.
-@pytest.mark.parametrize("web_backend", ["local"], indirect=True)
+@pytest.mark.parametrize("web_backend", ["bwrap"], indirect=True)
 def test_web_mini_gold_solves_every_task_and_giving_up_solves_none(make_web_env):
     env = make_web_env()
     tasks = SUITE.tasks()
@@ -263,7 +264,7 @@ def test_async_twin_runs_concurrent_steps_on_the_env_loop(make_web_env):
 def test_stacks_do_not_starve_a_small_sandbox_pool(web_docker_backend):
     """Three web envs on a pool of one sandbox, on the caller's own event loop: stacks take
     their containers outside the pool, so nobody waits for a slot another stack holds."""
-    from arborl.envs import run_episodes
+    from arborl.envs.episodes import run_episodes
     from arborl.envs.web import close_stack_pools
     from arborl.sandboxes import PoolConfig, SandboxPool
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from arborl.envs.web.actions import ActionError, parse_action, resolve_ids
-from arborl.envs.web.evaluate import matches, resolve_path, run_checks
+from arborl.envs.web.evaluators import matches, resolve_path, run_checks
 from arborl.tasks import get_suite
 from arborl.tasks.web import WebTask, find_element, load_web_task, load_web_tasks, step_to_action
 

@@ -35,6 +35,6 @@ class CountingServer:
 
 
 def observation_text(obs: Any) -> str:
-    from arborl.envs import observation_messages
+    from arborl.envs.spaces import observation_messages
 
     return "\n".join(m["content"] for m in observation_messages(obs))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gymnasium
 
-from arborl.envs import run_episodes_sync
+from arborl.envs.episodes import run_episodes_sync
 
 
 def run_policy(tasks, factory, max_turns):

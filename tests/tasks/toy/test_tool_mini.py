@@ -10,8 +10,8 @@ import gymnasium
 import pytest
 
 import arborl.envs  # noqa: F401 - registers arborl/Tool-v0
-from arborl.envs import run_episodes_sync
-from arborl.envs.tool.search import BM25
+from arborl.envs.episodes import run_episodes_sync
+from arborl.envs.function_calling.search import BM25
 from arborl.tasks import get_suite, load_corpus
 from arborl.tasks.toy import calculator as calc
 from arborl.tasks.toy import tool_mini as tm

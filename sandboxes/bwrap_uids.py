@@ -1,4 +1,4 @@
-"""Host uids for the local backend's agents: one per live sandbox.
+"""Host uids for the bubblewrap backend's agents: one per live sandbox.
 
 Kernel state keyed by uid alone (a user's keyring, its process count, signals between its
 processes) must not join two sandboxes. Each sandbox takes the lowest free uid of the range

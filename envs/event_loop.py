@@ -1,4 +1,4 @@
-"""The env runtime: one background event loop per process, and the default sandbox pools.
+"""The envs' event loop: one background event loop per process, and the default sandbox pools.
 
 A `SandboxPool` (its condition, its background resets, its channel connections) belongs to
 the event loop that uses it. Envs made with `gymnasium.make(id)` and no `pool=` therefore
@@ -11,7 +11,7 @@ share pools that live on one long-lived loop, in a daemon thread:
 
 The default pool wraps `make_backend({"type": "auto"})` (Docker when the engine and base
 image exist, else bubblewrap); `configure()` changes that before first use. Pools are
-closed at interpreter exit; a forked child (e.g. `AsyncVectorEnv`) starts a fresh runtime.
+closed at interpreter exit; a forked child (e.g. `AsyncVectorEnv`) starts a fresh loop.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ T = TypeVar("T")
 _DEFAULTS: dict[str, Any] = {"backend": {"type": "auto"}, "pool": PoolConfig(max_size=8)}
 
 
-class EnvRuntime:
+class EnvLoop:
     """A daemon thread running an event loop, plus the pools that live on it."""
 
     def __init__(self) -> None:
@@ -47,11 +47,11 @@ class EnvRuntime:
         self._pools: dict[int, tuple[SandboxBackend, SandboxPool]] = {}
 
     def on_loop(self) -> bool:
-        """Whether the caller runs on this runtime's loop."""
+        """Whether the caller runs on this loop."""
         return threading.current_thread() is self.thread
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run `coro` on the runtime loop and block until it is done (the sync API)."""
+        """Run `coro` on the env event loop and block until it is done (the sync API)."""
         if self.on_loop():
             coro.close()
             raise RuntimeError(
@@ -61,7 +61,7 @@ class EnvRuntime:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     async def hop(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await `coro` on the runtime loop from another loop (cancellation propagates)."""
+        """Await `coro` on the env event loop from another loop (cancellation propagates)."""
         if self.on_loop():
             return await coro
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
@@ -70,11 +70,11 @@ class EnvRuntime:
         with self._lock:
             if self._backend is None:
                 self._backend = make_backend(_DEFAULTS["backend"])
-                log.info("env runtime: default sandbox backend is %s", self._backend.name)
+                log.info("env event loop: default sandbox backend is %s", self._backend.name)
             return self._backend
 
     def pool_for(self, backend: SandboxBackend | None = None) -> SandboxPool:
-        """The runtime's pool over `backend` (default: the auto backend), made on first use."""
+        """The loop's pool over `backend` (default: the auto backend), made on first use."""
         backend = backend or self.default_backend()
         with self._lock:
             entry = self._pools.get(id(backend))
@@ -103,25 +103,25 @@ class EnvRuntime:
         self.thread.join(timeout=5.0)
 
 
-_runtime: EnvRuntime | None = None
-_runtime_lock = threading.Lock()
+_loop: EnvLoop | None = None
+_loop_lock = threading.Lock()
 
 
-def get_runtime() -> EnvRuntime:
-    """The process's env runtime, started on first use."""
-    global _runtime
-    rt = _runtime
+def get_env_loop() -> EnvLoop:
+    """The process's env event loop, started on first use."""
+    global _loop
+    rt = _loop
     if rt is not None and rt.pid == os.getpid():
         return rt
-    with _runtime_lock:
-        if _runtime is None or _runtime.pid != os.getpid():
-            _runtime = EnvRuntime()
-        return _runtime
+    with _loop_lock:
+        if _loop is None or _loop.pid != os.getpid():
+            _loop = EnvLoop()
+        return _loop
 
 
 def configure(backend: Mapping[str, Any] | None = None, pool: PoolConfig | None = None) -> None:
     """Set the default backend config and pool settings; call before the first env runs."""
-    if _runtime is not None and (_runtime._pools or _runtime._backend is not None):
+    if _loop is not None and (_loop._pools or _loop._backend is not None):
         raise RuntimeError("configure() must be called before the first env uses a sandbox")
     if backend is not None:
         _DEFAULTS["backend"] = dict(backend)
@@ -130,19 +130,19 @@ def configure(backend: Mapping[str, Any] | None = None, pool: PoolConfig | None 
 
 
 def default_pool(backend: SandboxBackend | None = None) -> SandboxPool:
-    """The shared pool (on the runtime loop) that envs without `pool=` use."""
-    return get_runtime().pool_for(backend)
+    """The shared pool (on the env event loop) that envs without `pool=` use."""
+    return get_env_loop().pool_for(backend)
 
 
 def _forget_in_child() -> None:
-    # The loop thread does not survive fork; the child makes its own runtime on demand.
-    global _runtime
-    _runtime = None
+    # The loop thread does not survive fork; the child makes its own loop on demand.
+    global _loop
+    _loop = None
 
 
 def _shutdown_at_exit() -> None:
-    if _runtime is not None and _runtime.pid == os.getpid():
-        _runtime.shutdown()
+    if _loop is not None and _loop.pid == os.getpid():
+        _loop.shutdown()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)

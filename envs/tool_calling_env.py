@@ -20,7 +20,7 @@ from typing import Any
 from .base import Step
 from .parsers import ToolCall, ToolCallParser, get_parser
 from .sandboxed import SandboxEnv
-from .tools import ToolBox, ToolResult
+from .toolbox import ToolBox, ToolResult
 
 
 class ToolCallingEnv(SandboxEnv):

@@ -1,9 +1,9 @@
-"""arborl.envs.tool: `arborl/Tool-v0`, function calling scored by a verifier.
+"""arborl.envs.function_calling: `arborl/Tool-v0`, function calling scored by a verifier.
 
 env.py (the env: task-declared tools plus python, search and final_answer), verifiers.py
 (answer checks: exact, numeric, contains, user functions; a registry), search.py (the BM25
 index behind the `search` tool). The Tool/ToolBox abstraction every env uses is
-`arborl.envs.tools`.
+`arborl.envs.toolbox`.
 """
 
 from .env import DEFAULT_TASK, ToolEnv, ToolEpisode, extract_answer

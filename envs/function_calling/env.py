@@ -30,8 +30,8 @@ from arborl.tasks.common import load_entry_point
 
 from ..base import Step, TaskError, stable_hash
 from ..parsers import ToolCall
-from ..tool_calling import ToolCallingEnv
-from ..tools import Tool, ToolBox, ToolResult, format_exec, function_tool
+from ..tool_calling_env import ToolCallingEnv
+from ..toolbox import Tool, ToolBox, ToolResult, format_exec, function_tool
 from .search import BM25, index_for_docs, index_for_path
 from .verifiers import score
 

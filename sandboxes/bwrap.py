@@ -1,4 +1,4 @@
-"""Local backend: bubblewrap namespaces, for machines without a container engine.
+"""Bubblewrap backend: bubblewrap namespaces, for machines without a container engine.
 
 Each sandbox is one `bwrap` process running the same server (`server/`) as the Docker
 backend, so the Sandbox API and most tests are shared. The harness must be root: the server
@@ -36,12 +36,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import MANAGED_LABEL, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
+from .bwrap_uids import UidAllocator
 from .cgroups import CgroupError, SandboxCgroups, leftover_ids
 from .channel import Channel, ChannelTimeout
 from .drop_ids import IN_SANDBOX as DROP_IN_SANDBOX
 from .drop_ids import drop_helper
 from .errors import Fault, SandboxStartError, SandboxUnavailable
-from .local_uids import UidAllocator
 from .owner import OWNER_PID, is_same_process, owner_alive, owner_labels, process_start
 from .seccomp import SeccompUnavailable, filter_program, program_fd
 from .server.wire import write_key
@@ -55,13 +55,13 @@ MQUEUE = "/dev/mqueue"  # the sandbox's own POSIX message queues: the server cle
 SERVER_CAPS = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_SETUID", "CAP_SETGID", "CAP_KILL"]
 
 
-class LocalBackendConfig(BaseModel):
-    """Local (bubblewrap) backend settings (`sandbox=local` in the Hydra config)."""
+class BwrapBackendConfig(BaseModel):
+    """Bubblewrap backend settings (`sandbox=bwrap` in the Hydra config)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["local"] = "local"
-    runtime_dir: str = Field("/tmp/arborl-local", description="host dir holding each sandbox's files")
+    type: Literal["bwrap"] = "bwrap"
+    runtime_dir: str = Field("/tmp/arborl-bwrap", description="host dir holding each sandbox's files")
     python: str = Field("/usr/bin/python3", description="interpreter inside the sandbox (host path)")
     start_timeout_s: float = Field(15.0, description="how long a new sandbox may take to answer")
     agent_uid: int = Field(
@@ -120,14 +120,14 @@ def _umount(path: Path) -> None:
         subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
-class LocalBackend(SandboxBackend):
-    name = "local"
+class BwrapBackend(SandboxBackend):
+    name = "bwrap"
 
-    def __init__(self, config: LocalBackendConfig | None = None) -> None:
-        self.config = config or LocalBackendConfig()
+    def __init__(self, config: BwrapBackendConfig | None = None) -> None:
+        self.config = config or BwrapBackendConfig()
         reason = _bwrap_works()
         if reason:
-            raise SandboxUnavailable(f"local sandbox backend unavailable: {reason}")
+            raise SandboxUnavailable(f"bubblewrap sandbox backend unavailable: {reason}")
         self.runtime_dir = Path(self.config.runtime_dir)
         self.runtime_dir.mkdir(parents=True, exist_ok=True)
         self.runtime_dir.chmod(0o755)
@@ -137,7 +137,7 @@ class LocalBackend(SandboxBackend):
         try:
             filter_program()
         except SeccompUnavailable as e:
-            raise SandboxUnavailable(f"local sandbox backend unavailable: {e}") from e
+            raise SandboxUnavailable(f"bubblewrap sandbox backend unavailable: {e}") from e
 
     @staticmethod
     def _writable(spec: SandboxSpec) -> list[str]:
@@ -254,7 +254,7 @@ class LocalBackend(SandboxBackend):
     async def create(self, spec: SandboxSpec, pool_id: str = "") -> Sandbox:
         if spec.network is not False:
             raise SandboxUnavailable(
-                "the local backend cannot give a sandbox a network of its own (bwrap could only share "
+                "the bubblewrap backend cannot give a sandbox a network of its own (bwrap could only share "
                 "the host's, loopback and abstract sockets included): use sandbox=docker for network=True"
             )
         sandbox_id = uuid.uuid4().hex
@@ -280,7 +280,7 @@ class LocalBackend(SandboxBackend):
         except CgroupError as e:
             await asyncio.to_thread(self._remove_dirs, root)
             self.uids.release(uid)
-            raise SandboxUnavailable(f"local sandbox backend cannot bound this sandbox: {e}") from e
+            raise SandboxUnavailable(f"bubblewrap sandbox backend cannot bound this sandbox: {e}") from e
         except BaseException:
             await asyncio.to_thread(self._remove_dirs, root)
             self.uids.release(uid)
@@ -322,7 +322,7 @@ class LocalBackend(SandboxBackend):
         except ChannelTimeout as e:
             reason = await self.describe_death(sandbox)
             await sandbox.close()
-            raise SandboxStartError(f"local sandbox did not come up: {reason}") from e
+            raise SandboxStartError(f"bubblewrap sandbox did not come up: {reason}") from e
         except BaseException:
             await sandbox.close()
             raise
@@ -394,7 +394,7 @@ class LocalBackend(SandboxBackend):
                     id=meta["arborl.sandbox_id"],
                     backend=self.name,
                     status="running" if running else "exited",
-                    image=meta.get("arborl.image", "local"),
+                    image=meta.get("arborl.image", "bwrap"),
                     owner_pid=int(meta.get(OWNER_PID, 0)) or None,
                     owner_alive=owner_alive(meta),
                     created=float(meta.get("arborl.created", 0)),
