@@ -97,7 +97,7 @@ class TinyModelConfig(BaseModel):
         False,
         description="pre-tokenize so a word never absorbs the space or quote before it and digits "
         "stand alone: a name is the same tokens in a question, a JSON argument and a tool result. "
-        "Off by default: on tool-mini it learned slower (docs/trainer.md, 'Warm starts')",
+        "Off by default: on tool-mini it learned slower (docs/results/warm-starts.md)",
     )
     seed: int = 0
 

@@ -21,7 +21,7 @@ this run, with the rollout-reward curves (10-step running means) and held-out su
 before and after (trainer.md, trainer.png). RL samples at temperature 0.6 with lr 3e-5: at
 temperature 1 the half-trained model's samples mostly fail, and at lr 1e-4 one update
 (fresh Adam) lowers the log-prob of a group's successes along with its failures
-(docs/trainer.md).
+(docs/results/async-vs-sync.md).
 
 Learning part: 60 steps move nothing measurable, so sync and the wide async mode train
 `--learning-steps` (300) steps each from the same start without injected latency,

@@ -1,17 +1,10 @@
 """`tool-doors`: three doors to a code, opened with a tool that moves the agent.
 
-tool-maze's successor candidate for the learning benchmark. tool-maze searches rooms by
-name through a stateless corpus search, so every move copies a room's name out of a result,
-and a name that no door has shown can still be searched: the main job's model did not copy
-two-digit names in 700 warm-start steps, and with one-digit names GRPO learned to guess
-rooms past the doors (docs/trainer.md, learning benchmark). Here the only action is a
-colour, and the room the agent stands in is the env's state (a host tool with an
-`episode`, `arborl.tasks.HostToolEpisode`), so there is nothing to copy but the code at the
-end, and no room to reach except through its door. Rooms are letters, so the code is the
-only number the agent ever reads (with two-digit rooms the main job's model walked the doors
-after 400 warm-start steps but answered some other three digits; with letters it still does
-from scratch, while a model that already copies tool-mini's answers reaches the walker's
-level in 60 steps):
+The only action is a colour, and the room the agent stands in is the env's state (a host
+tool with an `episode`, `arborl.tasks.HostToolEpisode`), so there is nothing to copy but the
+code at the end, and no room to reach except through its door: tool-maze's name search let
+a policy guess rooms past the doors (docs/results/tool-maze.md). Rooms are letters, so the
+code is the only number the agent ever reads (docs/results/tool-doors.md):
 
     question   "Find the code. In this house blue doors lead on. You are in room Q."
     door("blue")  → "room D: a red door and a blue door."

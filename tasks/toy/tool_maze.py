@@ -24,9 +24,8 @@ one) tolerates one detour only. So:
   to learn from reward, and which turn earned it is the question step credit answers.
 
 Room numbers are two digits and the code three (digits are one token each with the tiny
-model's tokenizer). Not one digit, although a one-token query is far easier to copy: with
-seven rooms of nine a guessed room is usually a real one, often past a decision, and GRPO
-learned to guess (docs/trainer.md, learning benchmark); of 90 names a guess rarely hits.
+model's tokenizer): with one-digit rooms a guessed room is usually a real one past a
+decision, and GRPO learned to guess (docs/results/tool-maze.md).
 A door names its room as a query does (`room42`), so a query is the door's room copied;
 every room is a document of the task's own corpus, its name in its title and text, so
 `search(room, k=1)` ranks it above the room whose door names it.

@@ -305,7 +305,7 @@ def generate_tool_tasks(
     Questions may repeat across a long stream; ids are unique.
 
     `train_world` is 0 by default: with it, the model must learn to copy any name before it
-    can use one, and learns slower (docs/trainer.md, "Warm starts")."""
+    can use one, and learns slower (docs/results/warm-starts.md)."""
     if n < 0:
         raise ValueError("n must be >= 0")
     for name, frac in (("train_world", train_world), ("counterfactual", counterfactual)):
@@ -346,8 +346,8 @@ def generate_counterfactual_tasks(n: int, seed: int = 0, **options: Any) -> list
     `generate_tool_tasks` with every look-up and two-step question counterfactual
     (`counterfactual=1.0` unless `options` say otherwise). A named stream rather than an
     option in the config, so that a user who points `tasks.train` at their own generator
-    does not inherit an option meant for this one. What it reaches: docs/trainer.md
-    ("Warm starts", X7)."""
+    does not inherit an option meant for this one. What it reaches: docs/results/warm-starts.md
+    (X7)."""
     return generate_tool_tasks(n, seed, **{"counterfactual": 1.0, **options})
 
 
@@ -391,7 +391,7 @@ def tokenizer_text(n: int = 3000) -> list[str]:
     the evaluation questions). A tokenizer that has seen it spends one token on "population"
     or "capital", while a name, with hundreds of countries, capitals and currencies to
     cover, is a few syllable pieces (`V·el·or·ia`) that a tiny model can copy one by one,
-    not one token it must have memorised (docs/trainer.md, "Warm starts": look-ups need
+    not one token it must have memorised (docs/results/warm-starts.md: look-ups need
     copyable names)."""
     lines = [SYSTEM_PROMPT, *(doc.text for doc in build_corpus())]
     # Questions about both worlds: with 500 countries' names in its corpus, BPE spends merges

