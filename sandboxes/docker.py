@@ -375,8 +375,14 @@ class DockerBackend(SandboxBackend):
         removed = []
         for c in self._containers():
             if all_sandboxes or not owner_alive(c.labels):
-                with contextlib.suppress(docker.errors.NotFound):
+                try:
                     c.remove(force=True, v=True)
+                except docker.errors.NotFound:
+                    pass
+                except docker.errors.APIError as e:
+                    # another process's reaper got there first ("removal ... already in progress")
+                    if e.status_code != 409:
+                        raise
                 sid = c.labels.get("arborl.sandbox_id", "")
                 if sid:
                     self._drop_run_dir(self.runtime_dir / sid)

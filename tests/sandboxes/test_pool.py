@@ -152,3 +152,30 @@ async def test_the_reaper_never_signals_a_process_that_reused_an_orphans_pid(bwr
         decoy.kill()
         decoy.wait()
         await bwrap_backend.destroy(sb)
+
+
+class _Removing:
+    """A container another process's reaper is already removing (what Docker answers then)."""
+
+    def __init__(self, status: int) -> None:
+        self.status, self.id, self.labels = status, "c0ffee", {"arborl.sandbox_id": "sb-gone"}
+
+    def remove(self, **kw):
+        import docker.errors
+        import requests
+
+        resp = requests.Response()
+        resp.status_code = self.status
+        raise docker.errors.APIError("removal of container c0ffee is already in progress", response=resp)
+
+
+def test_two_reapers_racing_for_one_orphan_both_finish(docker_backend, monkeypatch):
+    """Two processes' pools start at once and find the same orphan: the second remove gets
+    Docker's 409 "already in progress", which is the first reaper's success, not an error."""
+    import docker.errors
+
+    monkeypatch.setattr(docker_backend, "_containers", lambda: [_Removing(409)])
+    assert docker_backend.reap(all_sandboxes=True) == ["sb-gone"]
+    monkeypatch.setattr(docker_backend, "_containers", lambda: [_Removing(500)])
+    with pytest.raises(docker.errors.APIError):  # any other engine error still surfaces
+        docker_backend.reap(all_sandboxes=True)
