@@ -19,6 +19,7 @@ verl-agent adds, per turn, what `reward_of_reply` documents (an unparsable reply
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 WALL, FLOOR, TARGET = "#", "_", "O"
 BOX, BOX_ON_TARGET, PLAYER, PLAYER_ON_TARGET = "X", "√", "P", "S"
@@ -80,7 +81,21 @@ class Board:
 
     def rows(self) -> tuple[str, ...]:
         """The room as rows of `SYMBOLS` (what `parse` reads)."""
-        return tuple("".join(self.symbol((r, c)) for c in range(self.width)) for r in range(self.height))
+        return self._rows
+
+    @cached_property
+    def _rows(self) -> tuple[str, ...]:
+        # Drawn once per board: the env renders every board twice (grid, state hash).
+        grid = [[FLOOR] * self.width for _ in range(self.height)]
+        for r, c in self.walls:
+            grid[r][c] = WALL
+        for r, c in self.targets:
+            grid[r][c] = TARGET
+        for r, c in self.boxes:
+            grid[r][c] = BOX_ON_TARGET if (r, c) in self.targets else BOX
+        r, c = self.player
+        grid[r][c] = PLAYER_ON_TARGET if self.player in self.targets else PLAYER
+        return tuple("".join(row) for row in grid)
 
     def symbol(self, cell: Cell) -> str:
         on_target = cell in self.targets
@@ -136,4 +151,9 @@ def move_reward(before: Board, after: Board) -> float:
 def render_grid(board: Board) -> str:
     """The text observation verl-agent gives its model (its `tiny_rgb_array` render mode):
     each cell as ``" <symbol> \\t"``, rows joined by newlines."""
-    return "\n".join("".join(f" {ch} \t" for ch in row) for row in board.rows())
+    return _grid(board.rows())
+
+
+@lru_cache(maxsize=4096)
+def _grid(rows: tuple[str, ...]) -> str:
+    return "\n".join("".join(f" {ch} \t" for ch in row) for row in rows)
