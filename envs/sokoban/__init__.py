@@ -1,0 +1,1 @@
+"""`arborl/Sokoban-v0`: Sokoban as verl-agent and RAGEN run it (`env.SokobanEnv`)."""

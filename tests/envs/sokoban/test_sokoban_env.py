@@ -1,0 +1,137 @@
+"""arborl/Sokoban-v0: verl-agent's observation and reward through the Gymnasium API, async
+stepping with state per episode, bad replies, and the suite through `arborl eval`.
+
+Expected values come from the references (see tests/tasks/sokoban/test_sokoban_rules.py):
+gym-sokoban's sokoban_env.py:34-37 (-0.1 a step, +1 on a target, +10 solved); verl-agent's
+sokoban/env.py:95 (-0.1 for no move), run_sokoban.sh:50 (0.1 more for an invalid reply),
+run_sokoban.sh:57 (15 turns), prompts/sokoban.py (the templates), memory.py:79 (history lines).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import gymnasium
+import pytest
+
+import arborl.envs  # noqa: F401 - registers the ids
+from arborl.tasks import get_suite
+from arborl.tasks.sokoban.game import render_grid
+
+STEP, ON, DONE, NO_MOVE, INVALID, TURNS = -0.1, 1.0, 10.0, -0.1, 0.1, 15
+
+
+@pytest.fixture
+def tasks():
+    return get_suite("sokoban-6x6").tasks()[:6]
+
+
+def reply(move: str) -> str:
+    return f"<think>plan</think><action>{move.lower()}</action>"
+
+
+def test_the_first_observation_is_verl_agents_prompt_around_the_grid(tasks):
+    env = gymnasium.make("arborl/Sokoban-v0")
+    obs, _info = env.reset(options={"task": tasks[0]})
+    (msg,) = obs
+    grid = render_grid(tasks[0].board())
+    assert msg["role"] == "user"
+    assert msg["content"].startswith("\nYou are an expert agent operating in the Sokoban environment.")
+    assert f"Your current observation is:\n{grid}\nYour admissible actions are" in msg["content"]
+    assert "within <think> </think> tags. \n" in msg["content"]
+    obs, *_ = env.step(reply(tasks[0].solution[0]))
+    text = obs[0]["content"]
+    assert (
+        "Prior to this step, you have already taken 1 step(s). Below are the most recent 1 observaitons"
+        in text
+    )
+    assert f"[Observation 1: '{grid}', Action 1: '{tasks[0].solution[0]}']" in text
+    assert "You are now at step 2 and your current observation is:" in text
+
+
+def test_the_gold_solution_earns_verl_agents_shaped_reward(tasks):
+    env = gymnasium.make("arborl/Sokoban-v0")
+    for task in tasks:
+        env.reset(options={"task": task})
+        rewards, terminated = [], False
+        for move in task.solution:
+            _, r, terminated, truncated, info = env.step(reply(move))
+            rewards.append(r)
+        assert terminated and not truncated and info["won"]
+        assert rewards[:-1] == pytest.approx([STEP] * (len(rewards) - 1))
+        assert rewards[-1] == pytest.approx(STEP + ON + DONE)
+
+
+def test_silence_is_an_invalid_no_move_every_turn_until_the_turn_budget(tasks):
+    env = gymnasium.make("arborl/Sokoban-v0")
+    env.reset(options={"task": tasks[0]})
+    for _turn in range(1, TURNS + 1):
+        _, r, terminated, truncated, info = env.step("")
+        assert r == pytest.approx(NO_MOVE - INVALID) and not terminated
+        assert info["action"] == "Still" and info["format_error"] and not info["is_action_valid"]
+    assert truncated and info["truncated_by"] == "max_steps"
+    with pytest.raises(gymnasium.error.ResetNeeded):
+        env.step(reply("up"))
+
+
+@pytest.mark.parametrize("junk", [b"\xff\xfe<action>up", None, "<action>" * 100_000, "\ud800", 42])
+def test_junk_replies_are_the_agents_mistake_never_an_exception(junk, tasks):
+    env = gymnasium.make("arborl/Sokoban-v0")
+    env.reset(options={"task": tasks[0]})
+    _, r, terminated, truncated, _info = env.step(junk)
+    assert r == pytest.approx(NO_MOVE - INVALID) and not (terminated or truncated)
+
+
+def test_equal_boards_hash_equal_across_episodes_and_differ_after_a_move(tasks):
+    a, b = gymnasium.make("arborl/Sokoban-v0"), gymnasium.make("arborl/Sokoban-v0")
+    _, ia = a.reset(options={"task": tasks[1]})
+    _, ib = b.reset(options={"task": tasks[1]})
+    assert ia["state_hash"] == ib["state_hash"]
+    *_, moved = a.step(reply(tasks[1].solution[0]))
+    *_, stayed = b.step("<think>wait</think><action>still</action>")
+    assert moved["state_hash"] != ia["state_hash"] and stayed["state_hash"] == ib["state_hash"]
+
+
+def test_concurrent_async_episodes_keep_their_own_boards(tasks):
+    async def play(task):
+        env = gymnasium.make("arborl/Sokoban-v0")
+        await env.unwrapped.areset(options={"task": task})
+        total = 0.0
+        for move in task.solution:
+            await asyncio.sleep(0)  # let the other episodes step in between
+            _, r, terminated, _, _ = await env.unwrapped.astep(reply(move))
+            total += r
+        return terminated, total
+
+    async def main():
+        return await asyncio.gather(*(play(t) for t in tasks))
+
+    for task, (terminated, total) in zip(tasks, asyncio.run(main()), strict=True):
+        assert terminated
+        assert total == pytest.approx(STEP * len(task.solution) + ON + DONE)
+
+
+@pytest.mark.parametrize(("agent", "rate"), [("gold", 1.0), ("empty", 0.0)])
+def test_arborl_eval_scores_gold_100_and_empty_0(agent, rate, tmp_path):
+    run = tmp_path / agent
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arborl.cli.main",
+            "eval",
+            "suite=sokoban-6x6",
+            f"agent={agent}",
+            f"run.dir={run}",
+            "report=false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["samples"] == 100 and summary["resolved_rate"] == rate, summary
