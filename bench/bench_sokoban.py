@@ -7,7 +7,7 @@
    - a plain loop over arborl's rules (`game.push`, `move_reward`, `render_grid`): the game
      without the env;
    - `env.step(reply)` of arborl/Sokoban-v0 (the sync API: projection, verl-agent's prompt,
-     state hash, the hop onto the env runtime), and `astep` on 32 envs at once on one loop.
+     state hash, the hop onto the env event loop), and `astep` on 32 envs at once on one loop.
 2. levels: generated rooms per second, arborl's `generate_level` (with its solver check)
    against gym-sokoban's `reset` (room generation), if it imports.
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from ..spec import Task
+from ..task_types import Task
 from .game import DIRECTIONS, Board
 
 #: verl-agent's Sokoban turn budget (env.max_steps=15, examples/gigpo_trainer/run_sokoban.sh,
