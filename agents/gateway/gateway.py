@@ -106,8 +106,8 @@ class Gateway:
         parser = self.parser if req.parse_tools else None
         res.content, res.reasoning, calls = parse_reply(res.text, parser, req.tools)
         res.tool_calls = calls or None
-        key = reply_key(res.content, res.tool_calls)
-        self.store.with_episode(episode_id, lambda ep: ep.replies.__setitem__(key, res.text))
+        keys = {reply_key(res.content, res.tool_calls), reply_key(res.content, res.tool_calls, res.reasoning)}
+        self.store.with_episode(episode_id, lambda ep: ep.replies.update(dict.fromkeys(keys, res.text)))
         return res
 
     async def complete(self, episode_id: str, req: CompletionRequest) -> Result:

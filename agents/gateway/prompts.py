@@ -37,8 +37,11 @@ def encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False)) if text else []
 
 
-def reply_key(content: str | None, tool_calls: Sequence[dict[str, Any]] | None) -> str:
-    """What identifies a returned assistant message when the harness sends it back."""
+def reply_key(
+    content: str | None, tool_calls: Sequence[dict[str, Any]] | None, reasoning: str | None = None
+) -> str:
+    """What identifies a returned assistant message when the harness sends it back (with its
+    reasoning when the harness keeps it: two replies may differ only in their thinking)."""
     calls = []
     for tc in tool_calls or []:
         fn = tc.get("function") or {}
@@ -47,7 +50,8 @@ def reply_key(content: str | None, tool_calls: Sequence[dict[str, Any]] | None) 
             with contextlib.suppress(ValueError):
                 args = json.loads(args)
         calls.append([fn.get("name"), args])
-    return json.dumps([content or "", calls], sort_keys=True, ensure_ascii=False, default=str)
+    key = [content or "", calls, *([reasoning] if reasoning else [])]
+    return json.dumps(key, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _text(content: Any, where: str) -> str:
@@ -93,7 +97,9 @@ def template_messages(messages: Sequence[dict[str, Any]], replies: dict[str, str
         role = "system" if m["role"] == "developer" else m["role"]
         content = _text(m.get("content"), where)
         if role == "assistant":
-            raw = replies.get(reply_key(m.get("content"), m.get("tool_calls")))
+            raw = replies.get(reply_key(m.get("content"), m.get("tool_calls"), m.get("reasoning_content")))
+            if raw is None:
+                raw = replies.get(reply_key(m.get("content"), m.get("tool_calls")))
             if raw is not None:
                 out.append({"role": "assistant", "content": raw})
                 continue
@@ -148,15 +154,16 @@ def parse_reply(
     """
     end = raw.rfind("</think>")
     reasoning = raw[:end].replace("<think>", "", 1).strip() if end >= 0 else None
+    prose = strip_thinking(raw).lstrip() if reasoning is not None else raw
     if parser is None:
-        return strip_thinking(raw), reasoning, []
+        return prose, reasoning, []
     schemas = {
         (t.get("function") or t).get("name", ""): (t.get("function") or t).get("parameters") or {}
         for t in tools or []
     }
     parsed = parser.parse(raw, schemas)
     if parsed.errors or not parsed.calls:
-        return strip_thinking(raw), reasoning, []
+        return prose, reasoning, []
     calls = [
         {
             "id": f"call_{uuid.uuid4().hex[:24]}",

@@ -60,7 +60,7 @@ class MCPServerConfig(BaseModel):
 def _client(cfg: MCPServerConfig) -> Any:
     from mcp import Client  # a heavy import, only for envs that use MCP
 
-    return Client(cfg.url, read_timeout_seconds=cfg.timeout_s)
+    return Client(cfg.url or "", read_timeout_seconds=cfg.timeout_s)  # the validator requires a url
 
 
 def _text(result: Any) -> str:

@@ -199,3 +199,23 @@ def test_tool_calls_come_back_parsed_and_the_echo_keeps_the_models_own_tokens(hf
         assert r2.choices[0].message.content == "It is 5." and not r2.choices[0].message.tool_calls
         (traj,) = gw.end_episode(eid, reward=1.0)
     assert_segment_is_engine_calls(traj, engine.calls)
+
+
+def test_replies_that_differ_only_in_their_thinking_are_told_apart(hf, tok):
+    engine = Scripted(
+        hf, tok, ["<think>\nfirst\n</think>\nSame.", "<think>\nsecond\n</think>\nSame.", "Done."]
+    )
+    with gateway_at(engine, tok) as (gw, url):
+        eid = gw.open_episode()
+        c = client(url, eid)
+        messages = [{"role": "user", "content": "Go."}]
+        for follow in ("Again.", "Last."):
+            r = c.chat.completions.create(model="tiny", messages=messages)
+            assert r.choices[0].message.content == "Same."
+            messages += [
+                r.choices[0].message.model_dump(exclude_none=True),
+                {"role": "user", "content": follow},
+            ]
+        c.chat.completions.create(model="tiny", messages=messages)
+        (traj,) = gw.end_episode(eid, reward=1.0)  # each echo restored to its own thinking
+    assert_segment_is_engine_calls(traj, engine.calls)
