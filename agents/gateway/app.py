@@ -235,6 +235,16 @@ def make_app(gw: Gateway) -> FastAPI:
     if gw.config.admin_token:
         app.include_router(admin_routes(gw, gw.config.admin_token))
 
+    limit = gw.config.max_request_bytes
+
+    @app.middleware("http")
+    async def _body_limit(request: Request, call_next: Any) -> Any:
+        size = request.headers.get("content-length", "0")
+        if not size.isdigit() or int(size) > limit:
+            message = f"the request body is larger than this gateway takes ({limit} bytes)"
+            return JSONResponse(error_body(message, code="request_too_large"), status_code=413)
+        return await call_next(request)
+
     @app.exception_handler(GatewayError)
     async def _gateway_error(_: Request, exc: GatewayError) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.status)

@@ -47,6 +47,9 @@ class GatewayConfig(BaseModel):
     max_context_tokens: int | None = Field(
         None, ge=2, description="prompt + max_tokens beyond this is refused (context_length_exceeded)"
     )
+    max_request_bytes: int = Field(
+        32 * 2**20, ge=1024, description="larger request bodies are refused (413) before they are read"
+    )
     admin_token: str | None = Field(
         None, description="bearer token of the /admin routes (open/end episodes); None: no admin routes"
     )

@@ -57,6 +57,15 @@ def test_malformed_requests_get_openai_errors_and_lose_nothing(engine, tok):
     assert traj.token_ids().tolist() == prompt + completion and len(traj.turns) == 1
 
 
+def test_an_oversized_body_is_refused_before_it_is_read(engine, tok):
+    with gateway_at(engine, tok, max_request_bytes=4096) as (gw, url):
+        eid = gw.open_episode()
+        big = [{"role": "user", "content": "x" * 10_000}]
+        with pytest.raises(openai.APIStatusError, match="larger than this gateway takes") as err:
+            client(url, eid).chat.completions.create(model="tiny", messages=big)
+        assert err.value.status_code == 413 and gw.trajectories(eid) == []
+
+
 def test_unknown_missing_and_ended_episodes_are_refused(engine, tok):
     with gateway_at(engine, tok) as (gw, url):
         with pytest.raises(openai.NotFoundError, match="episode 'nope' is not open on this gateway"):
