@@ -12,8 +12,9 @@
 `ToolBox.run` never raises for bad input: an unknown tool, arguments that fail the schema
 (wrong types, missing or extra keys) or a tool that raises all come back as a `ToolResult`
 with `ok=False`, an `error` kind and a message the model can act on. Only a sandbox that is
-gone, wedged or exhausted (`SandboxError` other than `SandboxOpError`) propagates: the
-episode cannot go on without it, and the env ends it cleanly.
+gone, wedged or exhausted (`SandboxError` other than `SandboxOpError`) or a tool service
+that cannot be reached (`ToolUnavailable`) propagates: the episode cannot go on without
+it, and the env ends it cleanly.
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ from .spaces import clean_text
 
 #: Longest tool result shown to the model, characters (head and tail kept).
 MAX_RESULT_CHARS = 32_000
+
+
+class ToolUnavailable(RuntimeError):
+    """The service behind a tool (an MCP server) cannot be reached: an infrastructure error
+    that ends the episode as an env error, never an error result the model is scored on."""
 
 
 @dataclass
@@ -235,7 +241,7 @@ class ToolBox:
                 result = ToolResult(
                     f"Error: `{call.name}` failed: {_short(str(e), 2000)}", ok=False, error="tool_error"
                 )
-            except (SandboxError, asyncio.CancelledError):  # the sandbox is gone or exhausted
+            except (SandboxError, ToolUnavailable, asyncio.CancelledError):  # infrastructure is gone
                 raise
             except Exception as e:
                 result = ToolResult(

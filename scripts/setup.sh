@@ -52,7 +52,7 @@ fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "installing torch 2.13.0 (CPU build) then arborl and its dependencies (a few minutes)"
   .venv/bin/pip install -q torch==2.13.0
-  .venv/bin/pip install -q -c constraints.txt -e '.[dev,triton,ecosystem]'
+  .venv/bin/pip install -q -c constraints.txt -e '.[dev,triton,ecosystem,mcp]'
   echo "$want" > "$stamp"
 fi
 # SWE-bench's own grader and log parsers (arborl grades SWE-bench's repositories' logs with them;

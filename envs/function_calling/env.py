@@ -2,7 +2,7 @@
 
 Tools of an episode: the task's own (`ToolTask.tools`: Python run in the sandbox, or a
 trusted host function; a host function with a parameter named `episode` gets the episode's
-`ToolEpisode`, for tools with state) plus built-ins: `python` (runs code in a sandbox, leased on first
+`ToolEpisode`, for tools with state), the tools of the configured MCP servers (`mcp.py`), plus built-ins: `python` (runs code in a sandbox, leased on first
 use, so tasks that never run code never take one), `search` (BM25 over the corpus shipped
 with the task suite) and `final_answer`. The episode ends when the model calls
 `final_answer` or replies without a tool call (that reply, or its `<answer>...</answer>`
@@ -19,6 +19,7 @@ import asyncio
 import inspect
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
@@ -32,6 +33,7 @@ from ..base import Step, TaskError, stable_hash
 from ..parsers import ToolCall
 from ..tool_calling_env import ToolCallingEnv
 from ..toolbox import Tool, ToolBox, ToolResult, format_exec, function_tool
+from .mcp import MCPServerConfig, mcp_tools
 from .search import BM25, index_for_docs, index_for_path
 from .verifiers import score
 
@@ -90,6 +92,7 @@ class ToolEnv(ToolCallingEnv):
         system_prompt: str = SYSTEM_PROMPT,
         python_timeout_s: float = 30.0,
         max_output_bytes: int = 16 * 1024,
+        mcp_servers: Sequence[MCPServerConfig | Mapping[str, Any]] = (),
         **kwargs: Any,
     ) -> None:
         """
@@ -97,20 +100,26 @@ class ToolEnv(ToolCallingEnv):
             system_prompt: used unless the task brings its own.
             python_timeout_s: time limit of one `python` call (and of sandboxed task tools).
             max_output_bytes: head+tail kept of each output stream of sandboxed code.
+            mcp_servers: MCP servers whose tools every episode also gets (`mcp.py`).
             **kwargs: see `ToolCallingEnv` (parser, ...) and `SandboxEnv` (pool, backend, ...).
         """
         super().__init__(**kwargs)
         self.system_prompt = system_prompt
         self.python_timeout_s = python_timeout_s
         self.max_output_bytes = max_output_bytes
+        self.mcp_servers = [
+            c if isinstance(c, MCPServerConfig) else MCPServerConfig.model_validate(dict(c))
+            for c in mcp_servers
+        ]
         self._seen: list[str] = []
 
     def sandbox_spec(self, task: ToolTask) -> SandboxSpec:
         return SandboxSpec(image=task.image, network=False)
 
     async def on_reset(self, task: ToolTask) -> list[dict[str, str]]:
+        served = await mcp_tools(self.mcp_servers) if self.mcp_servers else []
         try:
-            self.toolbox = ToolBox(self._tools(task))
+            self.toolbox = ToolBox([*self._tools(task), *served])
         except ValueError as e:
             raise TaskError(f"task {task.id}: {e}") from e
         self._seen = []
