@@ -22,7 +22,7 @@ group a singleton, the step term is 0 and GiGPO is GRPO by construction.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -120,19 +120,43 @@ def _per_turn(name: str, rows: Any, lengths: list[int]) -> list[Any]:
 def anchor_group_stats(group_ids: Sequence[Any], state_ids: Sequence[int]) -> dict[str, float]:
     """How much a batch's anchor groups (turns of one episode group from one state) pool.
 
-    Returns ``anchor_turns_shared`` (fraction of turns whose anchor group has another turn:
-    the turns GiGPO's step term can move), ``anchor_group_size`` (mean turns per anchor group)
-    and ``anchor_groups`` (their number); all 0 for no turns.
+    Returns ``turns_shared`` (fraction of turns whose anchor group has another turn:
+    the turns GiGPO's step term can move), ``group_size`` (mean turns per anchor group)
+    and ``groups`` (their number); all 0 for no turns.
     """
     keys = list(zip(group_ids, state_ids, strict=True))
     if not keys:
-        return {"anchor_turns_shared": 0.0, "anchor_group_size": 0.0, "anchor_groups": 0.0}
+        return {"turns_shared": 0.0, "group_size": 0.0, "groups": 0.0}
     sizes: dict[tuple[Any, int], int] = {}
     for key in keys:
         sizes[key] = sizes.get(key, 0) + 1
     shared = sum(1 for key in keys if sizes[key] > 1)
     return {
-        "anchor_turns_shared": shared / len(keys),
-        "anchor_group_size": len(keys) / len(sizes),
-        "anchor_groups": float(len(sizes)),
+        "turns_shared": shared / len(keys),
+        "group_size": len(keys) / len(sizes),
+        "groups": float(len(sizes)),
     }
+
+
+def similarity_thresh_of(options: Mapping[str, Any]) -> float | None:
+    """The similarity threshold gigpo's keyword ``options`` (``algorithm.estimator_options``)
+    turn on, or None when they group anchors by hash."""
+    if not options.get("enable_similarity"):
+        return None
+    thresh = options.get("similarity_thresh")
+    return VERL_AGENT_SIMILARITY_THRESH if thresh is None else float(thresh)
+
+
+def batch_anchor_stats(
+    group_ids: Sequence[Any],
+    hashes: Sequence[Sequence[str]],
+    observations: Sequence[Sequence[str]],
+    similarity_thresh: float | None = None,
+) -> dict[str, float]:
+    """`anchor_group_stats` of a batch given per row: its episode group, and per turn its
+    anchor state hash and anchor observation; the anchors grouped as gigpo groups them (by
+    hash, or by text similarity given ``similarity_thresh``)."""
+    lengths = [len(h) for h in hashes]
+    _, groups = np.unique(np.asarray([str(g) for g in group_ids], dtype=object), return_inverse=True)
+    states = anchor_state_ids(hashes, observations, groups, lengths, similarity_thresh)
+    return anchor_group_stats(np.repeat(groups, lengths).tolist(), states.tolist())

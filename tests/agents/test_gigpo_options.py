@@ -29,7 +29,12 @@ import torch
 
 from arborl.agents import Trajectory, Turn
 from arborl.agents.credit import CreditError, compute_advantages, turn_spans
-from arborl.agents.credit.anchors import anchor_group_stats, similar_state_ids
+from arborl.agents.credit.anchors import (
+    anchor_group_stats,
+    batch_anchor_stats,
+    similar_state_ids,
+    similarity_thresh_of,
+)
 from arborl.trainer.batch import trajectories_to_dataproto
 
 EPS = 1e-6
@@ -292,9 +297,27 @@ def test_anchor_group_stats_by_hand():
     groups = ["g", "g", "g", "g", "g", "g", "h"]
     states = np.array([0, 1, 0, 2, 1, 0, 0])
     stats = anchor_group_stats(groups, states)
-    assert stats == {"anchor_turns_shared": 5 / 7, "anchor_group_size": 7 / 4, "anchor_groups": 4.0}
+    assert stats == {"turns_shared": 5 / 7, "group_size": 7 / 4, "groups": 4.0}
     assert anchor_group_stats([], []) == {
-        "anchor_turns_shared": 0.0,
-        "anchor_group_size": 0.0,
-        "anchor_groups": 0.0,
+        "turns_shared": 0.0,
+        "group_size": 0.0,
+        "groups": 0.0,
+    }
+
+
+def test_batch_anchor_stats_group_as_the_gigpo_options_say():
+    groups = ["g", "g", "h"]
+    hashes = [["a", "b"], ["a", "c"], ["a"]]  # h's "a" is another task's state
+    texts = [[noisy(1, ROOM), noisy(2, HALL)], [noisy(1, ROOM), noisy(5, HALL)], [noisy(1, ROOM)]]
+    assert batch_anchor_stats(groups, hashes, texts) == {
+        "turns_shared": 2 / 5,
+        "group_size": 5 / 4,
+        "groups": 4.0,
+    }
+    thresh = similarity_thresh_of({"enable_similarity": True})
+    assert thresh == 0.95 and similarity_thresh_of({"similarity_thresh": 0.5}) is None
+    assert batch_anchor_stats(groups, hashes, texts, thresh) == {
+        "turns_shared": 4 / 5,
+        "group_size": 5 / 3,
+        "groups": 3.0,
     }
