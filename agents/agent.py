@@ -312,6 +312,7 @@ class Agent:
             gen_s=gen.latency_s,
             # the state the reply was made in: reset's, or the last step's (GiGPO's anchor)
             anchor_state_hash=str(state.infos[-1].get("state_hash", "")),
+            anchor_observation=observation_text(state.observations[-1]),
         )
         state.chat.append_response(ids)
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -411,3 +412,16 @@ def _episode_metrics(traj: Trajectory, infos: list[Mapping[str, Any]]) -> dict[s
         "gen_s": float(sum(t.gen_s for t in traj.turns)),
         "env_s": float(sum(t.env_s for t in traj.turns)),
     }
+
+
+def observation_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The text of an observation's messages, one per line (non-text parts left out): what
+    GiGPO's similarity grouping compares."""
+    parts = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts += [p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+    return "\n".join(parts)

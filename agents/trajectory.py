@@ -35,8 +35,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 3  # v2 added tree_path, v3 Turn.anchor_state_hash and response_entropies; v1, v2 still read
-READABLE_VERSIONS = (1, 2, 3)
+SCHEMA_VERSION = (
+    4  # v2 tree_path, v3 Turn.anchor_state_hash and response_entropies, v4 Turn.anchor_observation
+)
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 
 @dataclass(slots=True)
@@ -59,6 +61,10 @@ class Turn:
     #: Entropy (nats) of the distribution each response token was sampled from, where the
     #: engine reports it ([] otherwise): where the policy was unsure (tree rollouts fork there).
     response_entropies: list[float] = field(default_factory=list)
+    #: The text of the observation this turn was taken from (reset's messages for the first
+    #: turn, else the previous turn's observation), for GiGPO's similarity grouping of anchor
+    #: states. "" when unknown.
+    anchor_observation: str = ""
 
     def __post_init__(self) -> None:
         if len(self.response_logprobs) != len(self.response_ids):
@@ -252,6 +258,7 @@ def join_turns(parts: Sequence[Turn]) -> Turn:
         gen_s=sum(p.gen_s for p in parts),
         env_s=last.env_s,
         anchor_state_hash=parts[0].anchor_state_hash,
+        anchor_observation=parts[0].anchor_observation,
         response_entropies=(
             [x for p in parts for x in p.response_entropies]
             if all(p.response_entropies or not p.response_ids for p in parts)
@@ -275,6 +282,7 @@ _TURN = pa.struct(
         ("env_s", pa.float64()),
         ("anchor_state_hash", pa.string()),
         ("response_entropies", pa.list_(pa.float32())),
+        ("anchor_observation", pa.string()),
     ]
 )
 SCHEMA = pa.schema(
@@ -336,6 +344,7 @@ def read_trajectories(paths: str | Path | Iterable[str | Path]) -> list[Trajecto
                     **{
                         **turn,
                         "anchor_state_hash": turn.get("anchor_state_hash") or "",
+                        "anchor_observation": turn.get("anchor_observation") or "",
                         "response_entropies": list(turn.get("response_entropies") or []),
                     }
                 )

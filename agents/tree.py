@@ -279,6 +279,7 @@ class TreeRollout:
             policy_versions=(head.policy_versions or [-1] * len(head.response_ids))[:at],
             finish_reason=head.finish_reason,
             anchor_state_hash=head.anchor_state_hash,
+            anchor_observation=head.anchor_observation,
             response_entropies=head.response_entropies[:at],
         )
         old.continues, old.terminal, old.outcome_reward, old.truncation = True, False, None, None
@@ -354,6 +355,7 @@ def _suffix(turn: Turn, at: int) -> Turn:
         reward=turn.reward,
         env_state_hash=turn.env_state_hash,
         anchor_state_hash=turn.anchor_state_hash,
+        anchor_observation=turn.anchor_observation,
         finish_reason=turn.finish_reason,
         tool_call_ok=turn.tool_call_ok,
         gen_s=turn.gen_s,

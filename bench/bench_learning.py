@@ -30,6 +30,16 @@ signal for GRPO), the PPO clip fraction, RL wall clock.
                                    [--steps 60] [--sft-steps 300]
                                    [--init RUN_OR_MODEL] [--modes grpo,gigpo,tree+tree,tree+gigpo]
 
+Any other registered suite runs too (e.g. issue 34's `sokoban-6x6`): name its training stream
+(`--train 'module:fn'`, called as fn(n, seed, **--train-options), never the held-out tasks)
+and, where they differ from the toy suites', its budgets (`--max-turns`, `--max-new-tokens`,
+`--max-context-tokens`), the warm start's demonstrator (`--demo`; default the suite's gold
+policy) and the env (`--env-id`; default the suite's, used for training and held-out alike).
+`--gigpo-options '{"enable_similarity": true}'` passes options to both GiGPO modes'
+estimator (`episode_norm`, `enable_similarity`, `similarity_thresh`, ...). The table also
+reports GiGPO's anchor groups in every mode's batches: the fraction of turns in a group of
+more than one, and the mean group size (singletons only: GiGPO is GRPO by construction).
+
 Writes bench/results/learning.md and docs/trainer-learning-modes.png (`--tag T`: learning-T.md, ...).
 """
 
@@ -37,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -51,6 +62,7 @@ from typing import Any
 
 from bench_trainer import main_job_model, slug, t975
 
+from arborl.tasks.suites import get_suite, list_suites, load_builtin_suites, register_suite
 from arborl.trainer.local.config import TrainConfig
 from arborl.trainer.local.context import RunContext
 from arborl.trainer.local.metrics_log import read_metrics
@@ -133,16 +145,14 @@ class TokenBudgetTrainer(Trainer):
 def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
     cfg: dict[str, Any] = {
         "model": {"tiny": main_job_model() if args.model == "main" else {}},
-        "tasks": {
-            "train": SUITES[args.suite]["train"],
-            "train_options": SUITES[args.suite].get("options", {}),
-            "eval_suite": args.suite,
-        },
+        "tasks": {"train": args.train, "train_options": args.train_options, "eval_suite": args.suite},
         "rollout": {
+            "env_id": args.env_id,
             "group_size": 8,
             "groups_per_step": 4,
-            "max_turns": 5,  # the suite's budget: one detour
-            "max_new_tokens": 48,
+            "max_turns": args.max_turns,  # the toy suites' budget: one detour
+            "max_new_tokens": args.max_new_tokens,
+            "max_context_tokens": args.max_context_tokens,
             "temperature": args.temperature,
         },
         # sync: every sample from the current weights, so the modes differ only in credit and
@@ -153,7 +163,36 @@ def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
     }
     for key, value in over.items():
         cfg[key] = {**cfg.get(key, {}), **value}
+    algorithm = cfg.get("algorithm", {})
+    if algorithm.get("estimator") == "gigpo":
+        cfg["algorithm"] = {**algorithm, "estimator_options": args.gigpo_options}
     return TrainConfig.model_validate(cfg)
+
+
+def suite_settings(args: argparse.Namespace) -> None:
+    """Fill the suite-dependent arguments left unset: the toy suites' presets (`SUITES`), else
+    the suite's own (gold policy, turn budget); a suite without a preset needs `--train`.
+    With `--env-id`, the held-out suite is a copy of the suite on that env (this process only)."""
+    preset = SUITES.get(args.suite, {})
+    if args.train is None:
+        if not preset and not args.report:
+            raise SystemExit(
+                f"suite {args.suite!r} has no preset here: name its training stream with --train "
+                "'module:fn' (a generator of tasks, not the held-out suite)"
+            )
+        args.train = preset.get("train")
+    args.train_options = json.loads(args.train_options) if args.train_options else preset.get("options", {})
+    args.demo_options = preset.get("demo_options") if args.demo is None else None
+    args.demo = args.demo or preset.get("demo")
+    suite = get_suite(args.suite)
+    args.max_turns = args.max_turns or (5 if preset else suite.max_turns)
+    # the toy suites' explorer finishes every random walk in 7 turns: none filtered for its doors
+    args.demo_max_turns = args.demo_max_turns or (7 if preset else args.max_turns)
+    args.gigpo_options = json.loads(args.gigpo_options or "{}")
+    if args.env_id and args.env_id != suite.env_id:
+        args.suite = register_suite(
+            dataclasses.replace(suite, name=f"{suite.name}@{args.env_id}", env_id=args.env_id), force=True
+        ).name
 
 
 def warm_start(args: argparse.Namespace) -> str:
@@ -164,10 +203,9 @@ def warm_start(args: argparse.Namespace) -> str:
         "demos": 200 if args.quick else 4000,
         "batch_size": args.sft_batch,
         "env_weight": 1.0,
-        "gold": SUITES[args.suite]["demo"],
-        "train_options": SUITES[args.suite].get("demo_options"),
-        # every random walk finishes in 7 turns, so no demonstration is filtered for its doors
-        "max_turns": 7,
+        "gold": args.demo,
+        "train_options": args.demo_options,
+        "max_turns": args.demo_max_turns,
     }
     cfg = config(warm, args, sft=sft)
     asyncio.run(Trainer(cfg).run())
@@ -188,11 +226,12 @@ def sampled_success(model: str, args: argparse.Namespace, out: Path) -> float:
             "pass_k": [1],
             "limit": args.eval_size,
             "concurrency": 32,
+            "max_turns": args.max_turns,
             "model": {
                 "path": model,
                 "temperature": args.temperature,
-                "max_new_tokens": 48,
-                "max_context_tokens": 1024,
+                "max_new_tokens": args.max_new_tokens,
+                "max_context_tokens": args.max_context_tokens,
                 "seed": 0,
             },
             "run": {"dir": str(out), "resume": False},
@@ -206,11 +245,18 @@ def run_stats(run_dir: Path) -> dict[str, float]:
     events = [e for e in read_metrics(run_dir) if e["phase"] == "rl" and not e.get("rolled_back")]
     start = next(e["time"] for e in read_metrics(run_dir) if e["phase"] == "eval-rl" and e["step"] == 0)
     mean = lambda k: statistics.mean(e.get(k, 0.0) for e in events) if events else 0.0  # noqa: E731
+    logged = lambda k: any(k in e for e in events)  # noqa: E731
     return {
         "steps": float(len(events)),
         "tokens": events[-1]["bench/generated_total"] if events else 0.0,
         "tokens_per_traj": mean("bench/generated_tokens"),
-        "uniform": mean("batch/uniform_groups") / 4,
+        # older runs logged only the dropped groups' count (all uniform ones, of 4 a step)
+        "uniform": mean("batch/uniform_group_fraction")
+        if logged("batch/uniform_group_fraction")
+        else mean("batch/uniform_groups") / 4,
+        # NaN for runs from before the trainer logged them
+        "anchor_shared": mean("anchors/turns_shared") if logged("anchors/turns_shared") else math.nan,
+        "anchor_size": mean("anchors/group_size") if logged("anchors/group_size") else math.nan,
         "clip": mean("actor/pg_clipfrac"),
         "seconds": (max(e["time"] for e in events) - start) if events else 0.0,
         "reward_first": statistics.mean(e["rollout/reward"] for e in events[:5]) if events else 0.0,
@@ -279,7 +325,19 @@ def plot(runs: dict[str, list[Path]], after: dict[str, list[float]], before: flo
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a smoke run: 2 seeds, 3 steps, 8 tasks")
-    ap.add_argument("--suite", choices=sorted(SUITES), default="tool-maze")
+    load_builtin_suites()
+    ap.add_argument("--suite", choices=sorted(s.name for s in list_suites()), default="tool-maze")
+    ap.add_argument("--train", default=None, help="training stream 'module:fn' (default: the preset's)")
+    ap.add_argument("--train-options", default=None, help="its keyword arguments, JSON")
+    ap.add_argument("--demo", default=None, help="warm start's demonstrator 'module:fn' (task -> policy)")
+    ap.add_argument("--env-id", default=None, help="the env to run the suite in (default: the suite's)")
+    ap.add_argument("--max-turns", type=int, default=None, help="default: 5 (toy suites), else the suite's")
+    ap.add_argument("--demo-max-turns", type=int, default=None)
+    ap.add_argument("--max-new-tokens", type=int, default=48, help="per turn")
+    ap.add_argument("--max-context-tokens", type=int, default=1024)
+    ap.add_argument(
+        "--gigpo-options", default=None, help="JSON keyword options of the GiGPO modes' estimator"
+    )
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=60, help="GRPO's steps; the others match its tokens")
     ap.add_argument("--max-steps-factor", type=float, default=3.0, help="cap: this x --steps")
@@ -307,6 +365,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.seeds, args.steps, args.sft_steps, args.eval_size, args.samples = 2, 3, 20, 8, 2
+    suite_settings(args)
     modes = [m for m in args.modes.split(",") if m]
     if modes[0] != "grpo":
         raise SystemExit("--modes must start with grpo: the others match its generated tokens")
@@ -410,7 +469,8 @@ def write_table(
             f"| {name} | {len(s)} | {before:.1%} → **{statistics.mean(after[name]):.1%}** "
             f"| {' / '.join(f'{a:.0%}' for a in after[name])} | {vs} | {avg('steps'):.0f} "
             f"| {avg('tokens') / 1000:.1f}k | {avg('tokens_per_traj'):.0f} | {avg('uniform'):.0%} "
-            f"| {avg('clip'):.3f} | {avg('seconds'):.0f} | {avg('reward_first'):.2f} → {avg('reward_last'):.2f} | {to90} |"
+            f"| {avg('clip'):.3f} | {avg('anchor_shared'):.0%} | {avg('anchor_size'):.2f} "
+            f"| {avg('seconds'):.0f} | {avg('reward_first'):.2f} → {avg('reward_last'):.2f} | {to90} |"
         )
     table, figure = outputs(args.tag)
     when = "the table rebuilt from the runs" if seconds is None else f"{seconds / 60:.0f} min in all"
@@ -420,14 +480,16 @@ def write_table(
 
 `{ran}` on {platform.node()} \
 ({os.cpu_count()} cores), {time.strftime("%Y-%m-%d %H:%M")}, {when}. \
-Suite `{args.suite}`; one warm start ({args.init or f"{args.sft_steps} SFT steps on a random explorer's demonstrations"}); \
-sync RL, 4 groups x 8 a step, lr {args.lr:g}, temperature {args.temperature}, 2 mini-batches a \
+Suite `{args.suite}`, training tasks `{args.train}` {json.dumps(args.train_options)}, at most \
+{args.max_turns} turns of {args.max_new_tokens} tokens; one warm start \
+({args.init or f"{args.sft_steps} SFT steps on demonstrations by `{args.demo or 'the suite gold policy'}`"}); \
+GiGPO options {json.dumps(args.gigpo_options)}; sync RL, 4 groups x 8 a step, lr {args.lr:g}, temperature {args.temperature}, 2 mini-batches a \
 batch; GRPO runs {args.steps} steps and every other mode stops at GRPO's generated tokens of \
 the same seed (at most {args.max_steps_factor:g}x the steps). Held-out success sampled: \
 {args.eval_size} tasks x {args.samples} samples. {args.seeds} seeds, interleaved.
 
-| mode | seeds | held-out, before → after (mean) | per seed | − GRPO, paired (95 % interval) | RL steps | generated tokens | tokens / trajectory | uniform groups | clip fraction | RL seconds | rollout reward, first → last 5 steps | tokens until rollouts succeed 90 % (− GRPO, 95 %) |
-|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|---|
+| mode | seeds | held-out, before → after (mean) | per seed | − GRPO, paired (95 % interval) | RL steps | generated tokens | tokens / trajectory | uniform groups | clip fraction | turns in a shared anchor group | anchor group size | RL seconds | rollout reward, first → last 5 steps | tokens until rollouts succeed 90 % (− GRPO, 95 %) |
+|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|
 {chr(10).join(rows)}
 
 ![curves](../../docs/{figure.name})

@@ -15,6 +15,7 @@ prompt is the "response", as in verl's multi-turn agent loop, so verl's advantag
 policy losses and `agg_loss` apply to it unchanged. `non_tensor_batch["uid"]` holds the group
 id (what GRPO normalises over), plus `traj_id`, `task_id` and, per row, one entry per turn:
 `anchor_state_hashes` (the env state each turn was taken from: GiGPO's anchor states),
+`anchor_observations` (the text each turn was taken from: GiGPO's similarity grouping),
 `next_state_hashes` (the state after each turn) and `tree_paths` (each turn's tree node).
 """
 
@@ -95,6 +96,10 @@ def trajectories_to_dataproto(
         # turn's node in its tree (tree estimator).
         "anchor_state_hashes": _object_rows(
             [tuple(turn.anchor_state_hash for turn in t.turns) for t in trajectories]
+        ),
+        # the text each turn was taken from (GiGPO's similarity grouping of anchors)
+        "anchor_observations": _object_rows(
+            [tuple(turn.anchor_observation for turn in t.turns) for t in trajectories]
         ),
         "next_state_hashes": _object_rows(
             [tuple(turn.env_state_hash for turn in t.turns) for t in trajectories]

@@ -6,6 +6,8 @@ it, the fast loop (numba) that computes the same, then the registration
 
     grpo.py     GRPO's group normalisation (verl registers ``grpo``; GiGPO applies it twice)
     gigpo.py    ``gigpo``: episode groups plus anchor-state step groups (Feng et al. 2025)
+    anchors.py  GiGPO's anchor groups: by state hash or by text similarity (verl-agent's), and
+                their statistics (how many turns share an anchor)
     tree.py     ``tree``: tree / fork-relative values over a group's tree of rollouts
     turns.py    ``turn_returns``: discounted returns over turns, less the group's mean; GAE
     layout.py   verl's token rows <-> flat turns, and the checks on flat arrays

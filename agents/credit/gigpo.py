@@ -28,6 +28,7 @@ from verl.trainer.ppo.core_algos import register_adv_est
 from arborl.kernels.errors import ShapeMismatchError
 
 from ._parallel import parallel_slot, split_point
+from .anchors import VERL_AGENT_SIMILARITY_THRESH, anchor_state_ids
 from .grpo import group_normalise
 from .layout import (
     CreditError,
@@ -48,6 +49,12 @@ from .turns import discounted_returns
 #: GiGPO's normalisations (verl-agent's ``mode``): ``mean_norm`` subtracts the group mean
 #: (verl-agent's default), ``mean_std_norm`` also divides by the group's std (+ ε).
 GIGPO_MODES = ("mean_norm", "mean_std_norm")
+
+#: Whose mean (and std) ``A_E`` subtracts: ``trajectory`` (the paper's eq. 3, the default),
+#: each trajectory of the group once; ``step_rows`` (verl-agent's ``episode_norm_reward``,
+#: where each turn is a batch row carrying its episode's return), each trajectory once per
+#: turn, so long trajectories weigh more.
+EPISODE_NORMS = ("trajectory", "step_rows")
 
 # ─── the formula ─────────────────────────────────────────────────────────────────────────
 
@@ -312,6 +319,10 @@ def compute_gigpo_advantage(
     step_weight: float | None = None,
     gamma: float | None = None,
     mode: str | None = None,
+    episode_norm: str | None = None,
+    anchor_observations: Any = None,
+    enable_similarity: bool | None = None,
+    similarity_thresh: float | None = None,
     epsilon: float = 1e-6,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -333,45 +344,55 @@ def compute_gigpo_advantage(
 
     Options (keyword, else ``config.<key>``, else the default): ``step_weight``
     (``gigpo_step_weight``, 1), ``gamma`` (``gamma``, 1), ``mode`` (``gigpo_mode``,
-    ``mean_norm``). verl-agent's GiGPO recipes use ω 1, γ 0.95, ``mean_norm``.
+    ``mean_norm``), ``episode_norm`` (``gigpo_episode_norm``, ``trajectory``: see
+    `EPISODE_NORMS`), ``enable_similarity`` (``gigpo_enable_similarity``, false) and
+    ``similarity_thresh`` (``gigpo_similarity_thresh``, 0.95): with similarity on, anchor groups
+    come from the turns' ``anchor_observations`` texts clustered as verl-agent does
+    (`arborl.agents.credit.anchors.similar_state_ids`), not from the state hashes. verl-agent's
+    GiGPO recipes use ω 1, γ 0.95, ``mean_norm``, ``step_rows``, similarity off.
     Returns ``(A, G)`` per token.
     """
-    if anchor_state_hashes is None:
+    similar = bool(option(enable_similarity, config, "gigpo_enable_similarity", False))
+    if anchor_state_hashes is None and not similar:
         raise _missing_anchors(kwargs)
     w = float(option(step_weight, config, "gigpo_step_weight", 1.0))
     g = float(option(gamma, config, "gamma", 1.0))
     mode = str(option(mode, config, "gigpo_mode", "mean_norm"))
     if mode not in GIGPO_MODES:
         raise CreditError(f"gigpo mode must be one of {GIGPO_MODES}, got {mode!r}")
+    norm = str(option(episode_norm, config, "gigpo_episode_norm", "trajectory"))
+    if norm not in EPISODE_NORMS:
+        raise CreditError(f"gigpo episode_norm must be one of {EPISODE_NORMS}, got {norm!r}")
     use_std = mode == "mean_std_norm"
     spans = turn_spans(response_mask)
     per_turn = turn_rewards(token_level_rewards, spans)
     lengths = [len(p) for p in per_turn]
-    hashes = [list(h) for h in anchor_state_hashes]
-    if [len(h) for h in hashes] != lengths:
-        raise CreditError(
-            f"anchor_state_hashes has {[len(h) for h in hashes]} turns per row; the mask has {lengths}"
-        )
     groups = row_groups(index, len(lengths))
     returns = discounted_returns(np.concatenate(per_turn) if per_turn else [], offsets_of(lengths), g)
-    step_adv, _ = gigpo_step_advantages(
-        returns, np.repeat(groups, lengths), _state_ids(hashes), epsilon, use_std
+    thresh = float(option(similarity_thresh, config, "gigpo_similarity_thresh", VERL_AGENT_SIMILARITY_THRESH))
+    states = anchor_state_ids(
+        anchor_state_hashes, anchor_observations, groups, lengths, thresh if similar else None
     )
+    step_adv, _ = gigpo_step_advantages(returns, np.repeat(groups, lengths), states, epsilon, use_std)
     totals = np.array([p.sum() for p in per_turn], dtype=np.float64)
-    episode = group_normalise(totals, groups, "zero", use_std, epsilon)
+    episode = episode_advantages(totals, groups, lengths, norm, use_std, epsilon)
     adv = [episode[i] + w * s for i, s in enumerate(split_rows(step_adv, lengths))]
     ret = split_rows(returns, lengths)
     return to_tokens(adv, spans, token_level_rewards), to_tokens(ret, spans, token_level_rewards)
 
 
-def _state_ids(hashes: list[list[Any]]) -> IntArray:
-    """Hash strings -> int ids, one per distinct state; an unknown state (``""``) gets an id of
-    its own, so it never matches anything."""
-    table: dict[str, int] = {}
-    ids = []
-    for k, h in enumerate(s for row in hashes for s in row):
-        ids.append(table.setdefault(str(h), len(table)) if h else -1 - k)
-    return np.asarray(ids, dtype=np.int64)
+def episode_advantages(
+    totals: FloatArray, groups: IntArray, lengths: list[int], norm: str, use_std: bool, eps: float
+) -> FloatArray:
+    """``A_E`` per row (eq. 3), its group's statistics taken over the group's trajectories
+    (``trajectory``) or over its step rows (``step_rows``: each trajectory's ``R`` counted once
+    per turn, as verl-agent's ``episode_norm_reward`` with ``compute_mean_std_cross_steps``)."""
+    if norm == "trajectory":
+        return group_normalise(totals, groups, "zero", use_std, eps)
+    rows = group_normalise(np.repeat(totals, lengths), np.repeat(groups, lengths), "zero", use_std, eps)
+    first = offsets_of(lengths)[:-1]
+    # a row without turns has no tokens to carry an advantage
+    return np.array([rows[a] if n else 0.0 for a, n in zip(first, lengths, strict=True)], dtype=np.float64)
 
 
 def _missing_anchors(kwargs: dict[str, Any]) -> CreditError:

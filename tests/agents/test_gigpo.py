@@ -206,10 +206,16 @@ def test_a_real_envs_first_turn_anchor_is_the_same_for_every_episode_of_a_task(t
         for _ in range(3):
             env = gymnasium.make("arborl/Tool-v0")
             try:
-                _, info = await env.unwrapped.areset(options={"task": task})
+                obs, info = await env.unwrapped.areset(options={"task": task})
                 reset_hash = info["state_hash"]
                 ep = await agent.run_episode(env, task, group_id="g", demo=arith_suite.gold(task))
                 out.append((reset_hash, ep.trajectory))
+                # the anchor observation: reset's text for the first turn, then the last step's
+                env_text = "\n".join(m["content"] for m in ep.messages if m["role"] != "assistant")
+                turns = ep.trajectory.turns
+                assert turns[0].anchor_observation == "\n".join(m["content"] for m in obs) != ""
+                assert all(t.anchor_observation and t.anchor_observation in env_text for t in turns[1:])
+                assert len({t.anchor_observation for t in turns}) == len(turns)
             finally:
                 env.close()
         return out
@@ -224,3 +230,6 @@ def test_a_real_envs_first_turn_anchor_is_the_same_for_every_episode_of_a_task(t
         assert traj.turns[0].anchor_state_hash != traj.turns[0].env_state_hash
     data = trajectories_to_dataproto([traj for _, traj in runs], pad_token_id=0)
     assert [row[0] for row in data.non_tensor_batch["anchor_state_hashes"]] == [runs[0][0]] * 3
+    assert [list(r) for r in data.non_tensor_batch["anchor_observations"]] == [
+        [t.anchor_observation for t in traj.turns] for _, traj in runs
+    ]

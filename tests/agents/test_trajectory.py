@@ -28,6 +28,8 @@ def make() -> Trajectory:
                 reward=0.1,
                 env_state_hash="abc",
                 tool_call_ok=True,
+                anchor_state_hash="s0",
+                anchor_observation="Turn 1. You are in the hall.",
             ),
             Turn([12], [-1.0], policy_versions=[5], finish_reason="length"),
         ],

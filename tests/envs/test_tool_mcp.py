@@ -15,8 +15,8 @@ import gymnasium
 import pytest
 from arborl_require import unavailable
 
-from arborl.envs.parsers import get_parser
 from arborl.envs.function_calling.mcp import MCPServerConfig
+from arborl.envs.parsers import get_parser
 
 pytestmark = pytest.mark.slow
 P = get_parser("hermes")

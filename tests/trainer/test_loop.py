@@ -159,12 +159,22 @@ def test_kl_to_the_starting_policy_and_a_step_level_estimator(tmp_path):
         tmp_path / "kl",
         sft={"steps": 0},
         learner={"kl_coef": 0.05},
-        algorithm={"estimator": "gigpo", "drop_uniform_groups": False},
+        algorithm={
+            "estimator": "gigpo",
+            "drop_uniform_groups": False,
+            # verl-agent's variant, through the config path issue 34's runs use
+            "estimator_options": {"episode_norm": "step_rows", "enable_similarity": True},
+        },
         run={"steps": 2},
     )
     asyncio.run(Trainer(cfg).run())
     rl = [e for e in read_metrics(tmp_path / "kl") if e["phase"] == "rl"]
     assert len(rl) == 2 and all("actor/kl" in e for e in rl)
+    # every episode of a task starts from its reset state: the first turns of a group share an
+    # anchor, so some turns are in non-singleton groups and a group holds more than one turn
+    for e in rl:
+        assert 0 < e["anchors/turns_shared"] <= 1 and e["anchors/group_size"] > 1, e
+        assert 0 <= e["batch/uniform_group_fraction"] <= 1
 
 
 class ToolsDown(gymnasium.Wrapper):

@@ -22,7 +22,9 @@ from collections import Counter
 
 import torch
 
+from arborl.agents import Trajectory
 from arborl.agents.credit import compute_advantages
+from arborl.agents.credit.anchors import batch_anchor_stats, similarity_thresh_of
 from arborl.trainer.dataproto import trajectories_to_dataproto
 
 from .budget import Pacer
@@ -144,17 +146,20 @@ class Reinforce:
         """Advantages of the groups that carry a learning signal, then the PPO update."""
         ctx, algorithm = self.ctx, self.ctx.cfg.algorithm
         trajs, weights = [], []
-        uniform = 0
+        uniform = dropped = 0
         for g in groups:
-            rewards = {round(t.outcome_reward, 9) for t in g.trajectories}
-            if algorithm.drop_uniform_groups and len(rewards) == 1:
+            if len({round(t.outcome_reward, 9) for t in g.trajectories}) == 1:
                 uniform += 1
-                continue
+                if algorithm.drop_uniform_groups:
+                    dropped += 1
+                    continue
             trajs += g.trajectories
             weights += [g.weight] * len(g.trajectories)
         metrics: dict[str, float] = {
-            "batch/uniform_groups": float(uniform),
+            "batch/uniform_groups": float(dropped),
+            "batch/uniform_group_fraction": uniform / max(1, len(groups)),
             "batch/trajectories": float(len(trajs)),
+            **self.anchor_metrics([t for g in groups for t in g.trajectories]),
         }
         if not trajs:
             return metrics  # no learning signal in this batch: the weights stay as they are
@@ -168,6 +173,18 @@ class Reinforce:
         # credit on the CPU (numba), the update on the model's device
         metrics.update(ctx.learner.ppo_update(data.to(ctx.device)))
         return metrics
+
+    def anchor_metrics(self, trajs: list[Trajectory]) -> dict[str, float]:
+        """GiGPO's anchor groups in this batch (whatever the estimator: it tells whether GiGPO
+        could differ from GRPO here), grouped as the configured gigpo options group them."""
+        options = self.ctx.cfg.algorithm.estimator_options
+        stats = batch_anchor_stats(
+            [t.group_id or t.traj_id for t in trajs],
+            [[turn.anchor_state_hash for turn in t.turns] for t in trajs],
+            [[turn.anchor_observation for turn in t.turns] for t in trajs],
+            similarity_thresh_of(options) if self.ctx.cfg.algorithm.estimator == "gigpo" else None,
+        )
+        return {f"anchors/{k}": v for k, v in stats.items()}
 
     def rollout_metrics(
         self, groups: list[Group], stats: TakeStats, wait_s: float, train_s: float, manager: RolloutManager
