@@ -45,7 +45,7 @@ def _install_model_table() -> None:
         )
         module.MODEL_CONFIG_MAPPING = {}  # type: ignore[attr-defined]
         sys.modules[name] = module
-    module.MODEL_CONFIG_MAPPING.setdefault(MODEL_NAME, _ModelConfig())  # type: ignore[attr-defined]
+    module.MODEL_CONFIG_MAPPING.setdefault(MODEL_NAME, _ModelConfig())
 
 
 def bfcl() -> types.SimpleNamespace:
