@@ -7,7 +7,8 @@ as bfcl-eval stores them: `[{name: json_arguments}]`, or the reply text when it 
 The outputs: BFCL's ground truth, and perturbations of it (a wrong value, a missing
 argument, an extra call, a wrong order, an unknown function, abstaining, a call where
 abstaining was right; in multi-turn a dropped call, a wrong value, turns in the wrong
-order, an extra call, a call to a private method, abstaining throughout).
+order, an extra call, the next turn's calls a turn early (every result there, the
+backend's state wrong), a call to a private method, abstaining throughout).
 """
 
 from __future__ import annotations
@@ -108,6 +109,12 @@ def _multi_outputs(task: BfclTask) -> Iterator[Output]:
     reordered = copy.deepcopy(gold)
     reordered[first] = [calls[::-1]]
     yield Output(task, "wrong_order", turns=reordered)
+    later = next((i for i, steps in enumerate(gold) if steps and i > first), None)
+    if later is not None:
+        # the next turn's calls run a turn early: every result is there, the state is ahead
+        ahead = copy.deepcopy(gold)
+        ahead[first] = [calls, *gold[later]]
+        yield Output(task, "state_ahead", turns=ahead)
     private = copy.deepcopy(gold)
     private[first] = [[("_load_scenario", {"scenario": {}}), *calls]]
     yield Output(task, "private_method", turns=private)
@@ -118,14 +125,15 @@ def _multi_outputs(task: BfclTask) -> Iterator[Output]:
         yield Output(task, "call_where_abstain", turns=eager)
 
 
-def outputs(per_category: int) -> list[Output]:
-    """The outputs for the first `per_category` entries of every offline category."""
+def outputs(per_category: int, multi_turn: int | None = None) -> list[Output]:
+    """The outputs for the first `per_category` entries of every offline category (the first
+    `multi_turn` of the multi-turn ones, when given)."""
     out: list[Output] = []
     for category in AST_CATEGORIES + RELEVANCE_CATEGORIES:
         for task in load_category(category, per_category):
             out += _single_outputs(task)
     for category in MULTI_TURN_CATEGORIES:
-        for task in load_category(category, per_category):
+        for task in load_category(category, multi_turn or per_category):
             out += _multi_outputs(task)
     return out
 
@@ -193,11 +201,13 @@ def official_score(output: Output, serial: int) -> bool:
     return bool(verdict["valid"])
 
 
-def compare(per_category: int) -> tuple[list[tuple[str, str, bool, bool]], dict[str, int]]:
+def compare(
+    per_category: int, multi_turn: int | None = None
+) -> tuple[list[tuple[str, str, bool, bool]], dict[str, int]]:
     """Every output scored both ways: (id, kind, arborl, bfcl-eval), and counts by kind."""
     env = gymnasium.make("arborl/BFCL-v0")
     rows, kinds = [], {}
-    for serial, output in enumerate(outputs(per_category)):
+    for serial, output in enumerate(outputs(per_category, multi_turn)):
         rows.append((output.task.id, output.kind, arborl_score(env, output), official_score(output, serial)))
         kinds[output.kind] = kinds.get(output.kind, 0) + 1
     env.close()
