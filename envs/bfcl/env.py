@@ -10,7 +10,8 @@ failed decode, scored as bfcl-eval's runner scores one (wrong, or right on irrel
 Multi-turn (multi_turn_base, miss_func, miss_param, long_context): each reply with calls
 runs them, in order, against the episode's own fresh instances of BFCL's backend classes
 (file system, trading, travel, ...) and gets one role-"tool" message per call back; a reply
-without calls ends the user turn and the next turn's message follows. After the last turn
+without calls (or one the parser cannot read: bfcl-eval skips a step it cannot decode) ends
+the user turn and the next turn's message follows. After the last turn
 the run is scored by bfcl-eval's state and response checks; more than 20 steps in one turn
 (bfcl-eval's `MAXIMUM_STEP_LIMIT`) or a budget cut ends it at 0, like bfcl-eval's
 force-termination. When a miss_func turn adds functions, they go to `info["tools"]` of that
