@@ -1,0 +1,82 @@
+"""The game server: `python -m arborl.envs.textworld.worker` imports TextWorld once, then forks
+one process per episode (a forking Unix-socket server).
+
+The interpreter (Jericho's frotz, a C library) runs in that episode process and never in the
+harness: a game that crashes takes only its own process down, frotz's memory goes back to the
+system with the process, and the game's own file commands (`save`, `script`) write into the
+episode's scratch folder, which is removed with it. Importing TextWorld takes seconds, forking
+the server milliseconds, hence the server. It exits when its stdin closes (its parent is gone).
+
+Protocol, one JSON object a line on the episode's connection:
+
+    harness → game:  {"game_file": ..., "fields": [...], "workdir": ...}, then {"command": "go north"}, ...
+    game → harness:  {"pid": N, "state": {...}} once loaded, then {"state": {...}} a command;
+                     {"error": "..."} when loading or a command failed (the process then exits)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socketserver
+import sys
+import threading
+from typing import Any
+
+import textworld
+
+
+def _state(state: Any, fields: list[str]) -> dict[str, Any]:
+    out = {k: state.get(k) for k in fields}
+    if "admissible_commands" in fields:
+        out["admissible_commands"] = list(state.get("admissible_commands") or [])
+    return out
+
+
+class Episode(socketserver.StreamRequestHandler):
+    """One episode, in the forked process: load the game, then play commands until EOF."""
+
+    def send(self, reply: dict[str, Any]) -> None:
+        self.wfile.write(json.dumps(reply).encode() + b"\n")
+        self.wfile.flush()
+
+    def handle(self) -> None:
+        try:
+            setup = json.loads(self.rfile.readline())
+            os.chdir(setup["workdir"])
+            fields = list(setup["fields"])
+            env = textworld.start(
+                setup["game_file"], request_infos=textworld.EnvInfos(**dict.fromkeys(fields, True))
+            )
+            self.send({"pid": os.getpid(), "state": _state(env.reset(), fields)})
+        except Exception as e:
+            self.send({"error": f"loading the game failed: {type(e).__name__}: {e}"})
+            return
+        for line in self.rfile:
+            command = str(json.loads(line)["command"])
+            try:
+                state, _, _ = env.step(command)
+            except Exception as e:
+                self.send({"error": f"the game failed on {command!r}: {type(e).__name__}: {e}"})
+                return
+            self.send({"state": _state(state, fields)})
+
+
+class Server(socketserver.ForkingMixIn, socketserver.UnixStreamServer):
+    max_children = 4096  # one per running episode; the mixin's default (40) would stall a big batch
+
+
+def _exit_with_parent() -> None:
+    sys.stdin.read()
+    os._exit(0)
+
+
+def main(path: str) -> None:
+    with Server(path, Episode) as server:
+        threading.Thread(target=_exit_with_parent, daemon=True).start()
+        print("ready", flush=True)
+        server.serve_forever()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

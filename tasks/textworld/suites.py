@@ -1,0 +1,78 @@
+"""The TextWorld suites, one per `tw-make` challenge, with fixed settings and seeds
+(`arborl.tasks.suites` imports this module to register them)."""
+
+from __future__ import annotations
+
+from ..suites import Suite, register_suite
+from .games import TextWorldTask
+
+#: Games per suite: seeds 0..N-1.
+GAMES = 8
+#: suite name → (challenge, its tw-make arguments, turn budget, what it asks).
+SUITES: dict[str, tuple[str, tuple[str, ...], int, str]] = {
+    "textworld-coin": ("tw-coin_collector", ("--level", "5"), 25, "find the coin, 5 rooms away"),
+    "textworld-treasure": (
+        "tw-treasure_hunter",
+        ("--level", "5"),
+        30,
+        "find the named object in a house of locked doors and containers",
+    ),
+    "textworld-cooking": (
+        "tw-cooking",
+        ("--recipe", "1", "--take", "1", "--go", "6", "--open", "--cook", "--cut"),
+        50,
+        "read the recipe, gather, cut and cook the ingredient, prepare and eat the meal (First TextWorld Problems)",
+    ),
+    "textworld-simple": (
+        "tw-simple",
+        ("--rewards", "dense", "--goal", "detailed"),
+        40,
+        "unlock a door, fetch food from the fridge, put it on the stove (dense rewards, detailed goal)",
+    ),
+}
+
+
+def load(name: str) -> list[TextWorldTask]:
+    challenge, args, _, _ = SUITES[name]
+    short = name.removeprefix("textworld-")
+    return [
+        TextWorldTask(
+            id=f"{short}-{seed}",
+            challenge=challenge,
+            args=args,
+            seed=seed,
+            metadata={"suite": name},
+        )
+        for seed in range(GAMES)
+    ]
+
+
+def load_coin() -> list[TextWorldTask]:
+    return load("textworld-coin")
+
+
+def load_treasure() -> list[TextWorldTask]:
+    return load("textworld-treasure")
+
+
+def load_cooking() -> list[TextWorldTask]:
+    return load("textworld-cooking")
+
+
+def load_simple() -> list[TextWorldTask]:
+    return load("textworld-simple")
+
+
+for _name, (_challenge, _args, _turns, _what) in SUITES.items():
+    register_suite(
+        Suite(
+            _name,
+            "arborl/TextWorld-v0",
+            f"arborl.tasks.textworld.suites:load_{_name.removeprefix('textworld-')}",
+            description=f"TextWorld {_challenge} {' '.join(_args)}, seeds 0-{GAMES - 1}: {_what}",
+            gold="arborl.tasks.textworld.policies:gold_policy",
+            empty="arborl.tasks.textworld.policies:empty_policy",
+            max_turns=_turns,
+            tags=("textworld",),
+        )
+    )
