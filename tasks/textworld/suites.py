@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import random
+
 from ..suites import Suite, register_suite
 from .games import TextWorldTask
 
@@ -44,6 +46,28 @@ def load(name: str) -> list[TextWorldTask]:
             metadata={"suite": name},
         )
         for seed in range(GAMES)
+    ]
+
+
+def train_tasks(
+    n: int, seed: int = 0, suite: str = "textworld-coin", games: int = 64, first_seed: int = 1000
+) -> list[TextWorldTask]:
+    """`n` training tasks for `arborl train tasks.train=arborl.tasks.textworld.suites:train_tasks`:
+    the suite's challenge and settings on `games` seeds from `first_seed` (by default disjoint
+    from the suites' seeds 0..GAMES-1, which stay held out), cycled, shuffled by `seed`. Each new
+    seed is a new game to generate (seconds each, once)."""
+    challenge, args, _, _ = SUITES[suite]
+    short = suite.removeprefix("textworld-")
+    order = random.Random(seed).sample(range(first_seed, first_seed + games), games)
+    return [
+        TextWorldTask(
+            id=f"{short}-{s}",
+            challenge=challenge,
+            args=args,
+            seed=s,
+            metadata={"suite": suite},
+        )
+        for s in (order[i % games] for i in range(n))
     ]
 
 
