@@ -50,6 +50,19 @@ def parse_command(reply: str) -> str:
     return lines[-1] if lines else ""
 
 
+def render(state: dict[str, Any], shown: tuple[str, ...]) -> str:
+    """The observation text of a game state: its feedback, then the `shown` extras."""
+    parts = [str(state.get("feedback") or "").strip()]
+    if "description" in shown:
+        parts.append(f"Description:\n{str(state.get('description') or '').strip()}")
+    if "inventory" in shown:
+        parts.append(f"Inventory:\n{str(state.get('inventory') or '').strip()}")
+    if "admissible_commands" in shown:
+        commands = state.get("admissible_commands") or []
+        parts.append("Admissible commands:\n" + "\n".join(f"- {c}" for c in commands))
+    return "\n\n".join(parts)
+
+
 class TextWorldEnv(TextEnv):
     """TextWorld as a chat env (see the module doc)."""
 
@@ -126,17 +139,7 @@ class TextWorldEnv(TextEnv):
         return None if commands is None else list(commands)
 
     def _text(self) -> str:
-        s = self._state
-        parts = [str(s.get("feedback") or "").strip()]
-        if "description" in self.shown:
-            parts.append(f"Description:\n{str(s.get('description') or '').strip()}")
-        if "inventory" in self.shown:
-            parts.append(f"Inventory:\n{str(s.get('inventory') or '').strip()}")
-        if "admissible_commands" in self.shown:
-            parts.append(
-                "Admissible commands:\n" + "\n".join(f"- {c}" for c in s.get("admissible_commands") or [])
-            )
-        return "\n\n".join(parts)
+        return render(self._state, self.shown)
 
     def _holds_resources(self) -> bool:
         return self._game is not None

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
 from arborl.sandboxes import SandboxError
@@ -22,6 +23,7 @@ from arborl.sandboxes import SandboxError
 ALWAYS = ("feedback", "description", "inventory", "score", "max_score", "won", "lost", "moves")
 #: How long the server may take to import TextWorld and listen (a loaded machine is slow).
 SERVER_START_S = 120.0
+WORKER = Path(__file__).with_name("worker.py")
 _lock = threading.Lock()
 _server: tuple[int, subprocess.Popen[bytes], str] | None = None  # (owner pid, process, socket path)
 
@@ -29,21 +31,22 @@ _server: tuple[int, subprocess.Popen[bytes], str] | None = None  # (owner pid, p
 class GameCrashed(SandboxError):
     """The game failed to load, died, or stopped answering: an infrastructure error (the
     episode is retried or left out, never scored 0). Check the game file, the `textworld`
-    install (`python -m arborl.envs.textworld.worker` must start), and the machine's memory."""
+    install (`python envs/textworld/worker.py SOCKET GAME` must start), and the machine's memory."""
 
     fault = "infra"
     fatal = True
 
 
-def server_socket() -> str:
-    """The game server's socket, starting the server first if this process has none."""
+def server_socket(warm_game: str) -> str:
+    """The game server's socket, starting the server first if this process has none (it
+    loads `warm_game` once before it listens)."""
     global _server
     with _lock:
         if _server is None or _server[0] != os.getpid() or _server[1].poll() is not None:
             folder = tempfile.mkdtemp(prefix="arborl-textworld-")  # 0700: only this user connects
             path = os.path.join(folder, "games.sock")
             proc = subprocess.Popen(
-                [sys.executable, "-m", "arborl.envs.textworld.worker", path],
+                [sys.executable, str(WORKER), path, warm_game],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
@@ -86,7 +89,7 @@ class GameProcess:
 
     async def start(self) -> dict[str, Any]:
         """Fork the game's process and load the game; its first state."""
-        path = await asyncio.to_thread(server_socket)
+        path = await asyncio.to_thread(server_socket, self.game_file)
         try:
             self._reader, self._writer = await asyncio.open_unix_connection(path, limit=1 << 24)
         except OSError as e:

@@ -1,11 +1,14 @@
-"""The game server: `python -m arborl.envs.textworld.worker` imports TextWorld once, then forks
-one process per episode (a forking Unix-socket server).
+"""The game server: `python worker.py SOCKET GAME` imports TextWorld once, then forks one
+process per episode (a forking Unix-socket server). It imports nothing of arborl (it is run
+by path), so it starts in the time TextWorld takes to import.
 
 The interpreter (Jericho's frotz, a C library) runs in that episode process and never in the
 harness: a game that crashes takes only its own process down, frotz's memory goes back to the
 system with the process, and the game's own file commands (`save`, `script`) write into the
 episode's scratch folder, which is removed with it. Importing TextWorld takes seconds, forking
-the server milliseconds, hence the server. It exits when its stdin closes (its parent is gone).
+the server milliseconds, hence the server. It plays GAME once before it listens, so the
+parsers TextWorld builds on a game's first load are built once, not in every episode (the
+episodes then start from a copy of that read-only state, never from another episode's). It exits when its stdin closes (its parent is gone).
 
 Protocol, one JSON object a line on the episode's connection:
 
@@ -20,6 +23,7 @@ import json
 import os
 import socketserver
 import sys
+import tempfile
 import threading
 from typing import Any
 
@@ -71,7 +75,24 @@ def _exit_with_parent() -> None:
     os._exit(0)
 
 
-def main(path: str) -> None:
+def _warm_up(game_file: str) -> None:
+    fields = ("feedback", "description", "inventory", "score", "max_score", "admissible_commands")
+    home = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="arborl-textworld-warm-") as scratch:
+        os.chdir(scratch)
+        try:
+            env = textworld.start(game_file, request_infos=textworld.EnvInfos(**dict.fromkeys(fields, True)))
+            env.reset()
+            env.step("look")
+            env.close()
+        except Exception as e:  # the episodes will say what is wrong with the game
+            print(f"warm-up on {game_file} failed: {type(e).__name__}: {e}", file=sys.stderr)
+        finally:
+            os.chdir(home)
+
+
+def main(path: str, warm_game: str) -> None:
+    _warm_up(warm_game)
     with Server(path, Episode) as server:
         threading.Thread(target=_exit_with_parent, daemon=True).start()
         print("ready", flush=True)
@@ -79,4 +100,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])
