@@ -68,6 +68,7 @@ class Episode(socketserver.StreamRequestHandler):
 
 class Server(socketserver.ForkingMixIn, socketserver.UnixStreamServer):
     max_children = 4096  # one per running episode; the mixin's default (40) would stall a big batch
+    request_queue_size = 1024  # episodes that start at once (the default, 5, resets the rest)
 
 
 def _exit_with_parent() -> None:

@@ -146,3 +146,17 @@ def test_parse_command():
     assert parse_command("<action>look</action> no, <action>take key</action>") == "take key"
     assert parse_command("thinking...\n\ntake coin\n") == "take coin"
     assert parse_command("") == ""
+
+
+def test_many_episodes_start_at_once(coin):
+    async def main():
+        envs = [make_env() for _ in range(16)]
+        results = await asyncio.gather(
+            *(e.areset(options={"task": coin}) for e in envs), return_exceptions=True
+        )
+        for e in envs:
+            await e.aclose()
+        return results
+
+    results = asyncio.run(main())
+    assert not [r for r in results if isinstance(r, BaseException)]
