@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from ..suites import Suite, register_suite
 from .games import TextWorldTask
@@ -87,16 +88,21 @@ def load_simple() -> list[TextWorldTask]:
     return load("textworld-simple")
 
 
-for _name, (_challenge, _args, _turns, _what) in SUITES.items():
-    register_suite(
-        Suite(
-            _name,
-            "arborl/TextWorld-v0",
-            f"arborl.tasks.textworld.suites:load_{_name.removeprefix('textworld-')}",
-            description=f"TextWorld {_challenge} {' '.join(_args)}, seeds 0-{GAMES - 1}: {_what}",
-            gold="arborl.tasks.textworld.policies:gold_policy",
-            empty="arborl.tasks.textworld.policies:empty_policy",
-            max_turns=_turns,
-            tags=("textworld",),
-        )
-    )
+def _how(name: str) -> dict[str, Any]:
+    """Everything of a suite but its name: the env, loader, policies, budget."""
+    challenge, args, turns, what = SUITES[name]
+    return {
+        "env_id": "arborl/TextWorld-v0",
+        "loader": f"arborl.tasks.textworld.suites:load_{name.removeprefix('textworld-')}",
+        "description": f"TextWorld {challenge} {' '.join(args)}, seeds 0-{GAMES - 1}: {what}",
+        "gold": "arborl.tasks.textworld.policies:gold_policy",
+        "empty": "arborl.tasks.textworld.policies:empty_policy",
+        "max_turns": turns,
+        "tags": ("textworld",),
+    }
+
+
+register_suite(Suite("textworld-coin", **_how("textworld-coin")))
+register_suite(Suite("textworld-treasure", **_how("textworld-treasure")))
+register_suite(Suite("textworld-cooking", **_how("textworld-cooking")))
+register_suite(Suite("textworld-simple", **_how("textworld-simple")))
