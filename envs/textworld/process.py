@@ -77,6 +77,13 @@ def _stop(proc: subprocess.Popen[bytes], folder: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def _parent_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class GameProcess:
     """One game in a process of its own, with a scratch folder as its working directory."""
 
@@ -84,12 +91,14 @@ class GameProcess:
         self.game_file, self.fields, self.timeout_s = game_file, fields, timeout_s
         self._workdir = tempfile.mkdtemp(prefix="arborl-textworld-episode-")
         self._pid: int | None = None
+        self._server_pid: int | None = None
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
     async def start(self) -> dict[str, Any]:
         """Fork the game's process and load the game; its first state."""
         path = await asyncio.to_thread(server_socket, self.game_file)
+        self._server_pid = _server[1].pid if _server is not None else None
         try:
             self._reader, self._writer = await asyncio.open_unix_connection(path, limit=1 << 24)
         except OSError as e:
@@ -108,7 +117,8 @@ class GameProcess:
         """Kill the game's process (it holds nothing worth saving); remove its scratch folder."""
         if self._writer is not None:
             self._writer.close()
-        if self._pid is not None:
+        if self._pid is not None and _parent_of(self._pid) == self._server_pid:
+            # the parent check: a game that exited on its own may have had its pid reused
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self._pid, signal.SIGKILL)
         shutil.rmtree(self._workdir, ignore_errors=True)

@@ -6,9 +6,10 @@ The interpreter (Jericho's frotz, a C library) runs in that episode process and 
 harness: a game that crashes takes only its own process down, frotz's memory goes back to the
 system with the process, and the game's own file commands (`save`, `script`) write into the
 episode's scratch folder, which is removed with it. Importing TextWorld takes seconds, forking
-the server milliseconds, hence the server. It plays GAME once before it listens, so the
-parsers TextWorld builds on a game's first load are built once, not in every episode (the
-episodes then start from a copy of that read-only state, never from another episode's). It exits when its stdin closes (its parent is gone).
+the server milliseconds, hence the server. It plays GAME once before it listens, and each new
+game once before forking its first episode, so what TextWorld builds on a game's first load
+(parsers, the challenge's knowledge base: seconds) is built once, not in every episode; the
+episodes start from a copy of that read-only state, never from another episode's. It exits when its stdin closes (its parent is gone).
 
 Protocol, one JSON object a line on the episode's connection:
 
@@ -46,7 +47,7 @@ class Episode(socketserver.StreamRequestHandler):
 
     def handle(self) -> None:
         try:
-            setup = json.loads(self.rfile.readline())
+            setup = json.loads(self.server.setup_line)  # type: ignore[attr-defined]
             os.chdir(setup["workdir"])
             fields = list(setup["fields"])
             env = textworld.start(
@@ -69,6 +70,39 @@ class Episode(socketserver.StreamRequestHandler):
 class Server(socketserver.ForkingMixIn, socketserver.UnixStreamServer):
     max_children = 4096  # one per running episode; the mixin's default (40) would stall a big batch
     request_queue_size = 1024  # episodes that start at once (the default, 5, resets the rest)
+    setup_line = b""
+    #: Games the server has loaded itself. What TextWorld builds on a first load depends on the
+    #: game's challenge (its knowledge base): one warm-up per game, bounded, before forking.
+    warmed: set[str] = set()  # noqa: RUF012 - one server per process
+    WARM_MAX = 256
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Read the episode's setup here, warm up on its game if new, then fork (the child
+        starts from the warmed state and reads the setup from `setup_line`)."""
+        request.settimeout(30)
+        try:
+            self.setup_line = _read_line(request)
+            game_file = str(json.loads(self.setup_line)["game_file"])
+        except (OSError, ValueError, KeyError, TypeError):
+            self.shutdown_request(request)
+            return
+        request.settimeout(None)
+        if game_file not in self.warmed and len(self.warmed) < self.WARM_MAX:
+            self.warmed.add(game_file)
+            _warm_up(game_file)
+        super().process_request(request, client_address)
+
+
+def _read_line(sock: Any) -> bytes:
+    """One line from a socket, read a byte at a time (nothing after it is consumed: the
+    forked child reads the rest)."""
+    out = bytearray()
+    while not out.endswith(b"\n"):
+        byte = sock.recv(1)
+        if not byte:
+            raise OSError("connection closed before the setup line")
+        out += byte
+    return bytes(out)
 
 
 def _exit_with_parent() -> None:
@@ -94,6 +128,7 @@ def _warm_up(game_file: str) -> None:
 
 def main(path: str, warm_game: str) -> None:
     _warm_up(warm_game)
+    Server.warmed.add(warm_game)
     with Server(path, Episode) as server:
         threading.Thread(target=_exit_with_parent, daemon=True).start()
         print("ready", flush=True)
