@@ -8,7 +8,7 @@ Observation: the game's own text, as TextWorld's agents get it from `textworld.s
 `EnvInfos`: the feedback of the command, then (when asked for) the room description, the
 inventory and the admissible commands, which is what verl-agent and TextWorld's baselines put
 in the prompt. Action: the text inside the reply's last ``<action>...</action>``, else the
-reply's last non-empty line. A command the game does not understand is the agent's mistake:
+reply's last non-empty line (control characters made spaces, at most 256 characters). A command the game does not understand is the agent's mistake:
 the game's own answer ("That's not a verb I recognise.") is the observation and the game
 goes on.
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import unicodedata
 from typing import Any, ClassVar
 
 from arborl.tasks.textworld import GameError, TextWorldTask, ensure_game
@@ -36,18 +37,25 @@ SYSTEM_PROMPT = (
     "`go north`, `open door`, `take key from table` or `inventory`. You may think first; "
     "then put the command inside <action></action> tags, e.g. <action>go north</action>."
 )
+MAX_COMMAND = 256
 _ACTION = re.compile(r"<action>(.*?)</action>", re.S | re.I)
 #: The default game used by `check_env`: the smallest coin-collector game.
 DEFAULT_TASK = TextWorldTask(id="coin-l1-0", challenge="tw-coin_collector", args=("--level", "1"), seed=0)
 
 
 def parse_command(reply: str) -> str:
-    """The game command in a model reply (see the module doc)."""
+    """The game command in a model reply (see the module doc), as the game can take it:
+    control characters become spaces (frotz reads a C string: a NUL would kill the game, and
+    the agent's text must not be able to end its episode as an infrastructure failure), and
+    at most `MAX_COMMAND` characters (the Z-machine's input buffer holds fewer)."""
     tagged = _ACTION.findall(reply)
     if tagged:
-        return " ".join(tagged[-1].split())
-    lines = [line.strip() for line in reply.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+        text = tagged[-1]
+    else:
+        lines = [line for line in reply.splitlines() if line.strip()]
+        text = lines[-1] if lines else ""
+    printable = "".join(" " if unicodedata.category(c) == "Cc" else c for c in text)
+    return " ".join(printable.split())[:MAX_COMMAND]
 
 
 def render(state: dict[str, Any], shown: tuple[str, ...]) -> str:

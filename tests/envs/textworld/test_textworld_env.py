@@ -160,3 +160,24 @@ def test_many_episodes_start_at_once(coin):
 
     results = asyncio.run(main())
     assert not [r for r in results if isinstance(r, BaseException)]
+
+
+def test_no_reply_can_crash_the_game(coin):
+    """The agent's text reaches a C interpreter: NUL and other control characters, very long
+    lines, non-ASCII text and lone surrogates are the game's business, never a dead game (which
+    would count as the infrastructure's failure, not the agent's)."""
+    env = make_env()
+    env.reset(options={"task": coin})
+    for reply in (
+        "go\x00 west",
+        "take\x01\x1b[2J coin",
+        "x" * 5000,
+        "ünïcode \U0001f600",
+        "\ud800 look",
+        "<action></action>",
+    ):
+        *_, truncated, info = env.step(reply)
+        assert not truncated and "sandbox_error" not in info, (reply[:20], info)
+        assert "\x00" not in info["command"] and len(info["command"]) <= 256
+    assert parse_command("go\x00 west") == "go west"
+    env.close()
