@@ -31,6 +31,7 @@ BUILTIN_ENVS = {
     "arborl/MiniWoB-v0": "arborl.envs.web.miniwob:MiniWoBEnv",
     "arborl/Sokoban-v0": "arborl.envs.sokoban.env:SokobanEnv",
     "arborl/BFCL-v0": "arborl.envs.bfcl.env:BfclEnv",
+    "arborl/TextWorld-v0": "arborl.envs.textworld.env:TextWorldEnv",
 }
 
 

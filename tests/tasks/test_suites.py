@@ -57,6 +57,7 @@ SHIPPED = {
     "swebench": {"swe-mini", "swe-real"},
     "toy": {"tool-mini", "tool-maze", "tool-doors", "tool-mix", "tool-mix-houses"},
     "web": {"web-mini", "web-miniwob", "web-miniwob-all"},
+    "textworld": {"textworld-coin", "textworld-treasure", "textworld-cooking", "textworld-simple"},
 }
 
 

@@ -1,0 +1,183 @@
+"""`arborl/TextWorld-v0` against TextWorld's own stepping loop (`textworld.start`), on games
+tw-make's challenges generate (cached under $ARBORL_CACHE/textworld after the first run)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import gymnasium
+import pytest
+import textworld
+
+import arborl.envs  # noqa: F401  (registers the ids)
+from arborl.envs.textworld import GameCrashed, parse_command
+from arborl.tasks import get_suite
+from arborl.tasks.textworld import TextWorldTask, ensure_game
+from arborl.tasks.textworld.policies import walkthrough
+
+
+@pytest.fixture(scope="module")
+def cooking() -> TextWorldTask:
+    return get_suite("textworld-cooking").tasks()[0]
+
+
+@pytest.fixture(scope="module")
+def coin() -> TextWorldTask:
+    return get_suite("textworld-coin").tasks()[0]
+
+
+def make_env(**kwargs):
+    return gymnasium.make("arborl/TextWorld-v0", **kwargs)
+
+
+def textworld_own_run(task: TextWorldTask, commands: list[str]) -> list[tuple[str, int, bool]]:
+    """(feedback, score, done) after each command, from TextWorld's own loop."""
+    infos = textworld.EnvInfos(score=True, max_score=True, won=True)
+    env = textworld.start(str(ensure_game(task)), request_infos=infos)
+    env.reset()
+    out = []
+    for c in commands:
+        state, score, done = env.step(c)
+        out.append((state.feedback, score, done))
+    env.close()
+    return out
+
+
+def running(pid: int) -> bool:
+    """Whether the process exists and is not a zombie (its parent reaps it in its own time)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_the_walkthrough_scores_what_textworld_scores(cooking):
+    commands = walkthrough(cooking)
+    reference = textworld_own_run(cooking, commands)
+    env = make_env(admissible_commands=False)
+    env.reset(options={"task": cooking})
+    rewards, total = [], 0.0
+    for command, (feedback, score, done) in zip(commands, reference, strict=True):
+        obs, reward, terminated, truncated, info = env.step(f"I will do that. <action>{command}</action>")
+        assert obs[0]["content"] == feedback.strip()
+        assert info["score"] == score and terminated == done and not truncated
+        rewards.append(reward)
+        total += reward
+    assert reference[-1][2] and reference[-1][1] == info["max_score"] > 1  # won, several points
+    assert total == pytest.approx(1.0)
+    assert sum(r > 0 for r in rewards) == info["max_score"]  # one step per point (cooking scores 1 a step)
+    env.close()
+
+
+def test_an_unknown_command_is_the_games_answer_not_an_error(coin):
+    env = make_env()
+    _, info = env.reset(options={"task": coin})
+    assert "look" in info["admissible_commands"]
+    obs, reward, terminated, truncated, info = env.step("xyzzy the coin")
+    expected = textworld_own_run(coin, ["xyzzy the coin"])[0][0].strip()
+    assert obs[0]["content"].startswith(expected) and "Admissible commands:" in obs[0]["content"]
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert info["admissible"] is False and "env_error" not in info and "sandbox_error" not in info
+    obs, *_ = env.step("")  # an empty reply: the game's own answer too
+    assert obs[0]["content"].startswith("I beg your pardon?")
+    env.close()
+
+
+def test_a_game_that_dies_is_an_infrastructure_error_not_a_zero(coin):
+    env = make_env()
+    env.reset(options={"task": coin})
+    os.kill(env.unwrapped._game._pid, signal.SIGKILL)
+    _obs, reward, terminated, truncated, info = env.step("go west")
+    assert truncated and not terminated and reward == 0.0
+    assert "GameCrashed" in info["sandbox_error"]
+    assert info["sandbox_fault"] == "infra" and info["truncated_by"] == "sandbox_infra"
+    env.close()
+
+
+def test_a_game_that_does_not_load_is_an_infrastructure_error(tmp_path, coin):
+    broken = tmp_path / "broken.z8"
+    broken.write_bytes(b"not a z-machine story file" * 100)
+    broken.with_suffix(".json").write_text(Path(ensure_game(coin)).with_suffix(".json").read_text())
+    env = make_env()
+    for task in (
+        TextWorldTask(id="broken", game_file=str(broken)),
+        TextWorldTask(id="missing", game_file=str(tmp_path / "missing.z8")),
+    ):
+        with pytest.raises(GameCrashed):
+            env.reset(options={"task": task})
+    env.close()
+
+
+def test_episodes_run_concurrently_in_processes_of_their_own(coin, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the game's `script`/`save` commands must not write here
+
+    async def play(env, commands):
+        await env.areset(options={"task": coin})
+        game = env.unwrapped._game
+        outs = [await env.astep(c) for c in commands]
+        return game, outs
+
+    async def main():
+        a, b = make_env(), make_env()
+        (ga, outs_a), (gb, outs_b) = await asyncio.gather(
+            play(a, ["save", "script", *walkthrough(coin)]), play(b, ["restore", "look"])
+        )
+        assert ga._pid != gb._pid
+        assert sum(o[1] for o in outs_a) == pytest.approx(1.0) and outs_a[-1][2]  # won
+        assert sum(o[1] for o in outs_b) == 0.0 and not outs_b[-1][2]
+        assert not os.path.exists(ga._workdir)  # a won game's episode is over: its folder is gone
+        await b.aclose()
+        assert not os.path.exists(gb._workdir)
+        for _ in range(100):  # SIGKILL is delivered asynchronously
+            if not (running(ga._pid) or running(gb._pid)):
+                break
+            await asyncio.sleep(0.05)
+        assert not running(ga._pid) and not running(gb._pid)
+
+    asyncio.run(main())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_parse_command():
+    assert parse_command("I should go.\n<action> go   north </action>") == "go north"
+    assert parse_command("<action>look</action> no, <action>take key</action>") == "take key"
+    assert parse_command("thinking...\n\ntake coin\n") == "take coin"
+    assert parse_command("") == ""
+
+
+def test_many_episodes_start_at_once(coin):
+    async def main():
+        envs = [make_env() for _ in range(16)]
+        results = await asyncio.gather(
+            *(e.areset(options={"task": coin}) for e in envs), return_exceptions=True
+        )
+        for e in envs:
+            await e.aclose()
+        return results
+
+    results = asyncio.run(main())
+    assert not [r for r in results if isinstance(r, BaseException)]
+
+
+def test_no_reply_can_crash_the_game(coin):
+    """The agent's text reaches a C interpreter: NUL and other control characters, very long
+    lines, non-ASCII text and lone surrogates are the game's business, never a dead game (which
+    would count as the infrastructure's failure, not the agent's)."""
+    env = make_env()
+    env.reset(options={"task": coin})
+    for reply in (
+        "go\x00 west",
+        "take\x01\x1b[2J coin",
+        "x" * 5000,
+        "ünïcode \U0001f600",
+        "\ud800 look",
+        "<action></action>",
+    ):
+        *_, truncated, info = env.step(reply)
+        assert not truncated and "sandbox_error" not in info, (reply[:20], info)
+        assert "\x00" not in info["command"] and len(info["command"]) <= 256
+    assert parse_command("go\x00 west") == "go west"
+    env.close()
