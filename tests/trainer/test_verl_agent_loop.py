@@ -46,10 +46,10 @@ def _hydra(value) -> str:
     return str(value)
 
 
-def worker(tiny_model, n: int, **arborl):
+def worker(tiny_model, n: int, prompt_length: int = 512, **arborl):
     overrides = [
         f"actor_rollout_ref.model.path={tiny_model}",
-        "actor_rollout_ref.rollout.prompt_length=512",
+        f"actor_rollout_ref.rollout.prompt_length={prompt_length}",
         "actor_rollout_ref.rollout.response_length=96",
         f"actor_rollout_ref.rollout.n={n}",
         "actor_rollout_ref.rollout.temperature=1.0",
@@ -95,6 +95,15 @@ async def test_verls_worker_runs_arborl_episodes_and_verls_grpo_trains_on_them(t
     assert len(set(server.requests)) == 4  # one sticky session per episode
     adv, _ = core_algos.compute_grpo_outcome_advantage(b["rm_scores"], mask, out.non_tensor_batch["uid"])
     assert adv.shape == mask.shape and torch.isfinite(adv).all()
+
+
+async def test_a_first_observation_longer_than_the_prompt_length_names_the_setting(tiny_model):
+    """verl pads prompts to max_prompt_length and cannot cut them; an env whose first observation
+    is longer (TextWorld's is ~1,000 tokens) failed in verl's collation with a size mismatch."""
+    tasks = arith_suite.generate(1, seed=5)
+    w, _ = worker(tiny_model, n=1, prompt_length=32)
+    with pytest.raises(ValueError, match=r"data\.max_prompt_length=32; raise data\.max_prompt_length"):
+        await w.generate_sequences(batch(tasks, 1))
 
 
 async def test_the_n_samples_of_a_prompt_can_be_one_rollout_tree(tiny_model):

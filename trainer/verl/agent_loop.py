@@ -186,6 +186,7 @@ class ArborlAgentLoop(AgentLoopBase):
         return leaves[index]
 
     def _output(self, traj: Trajectory, gen_s: float, env_s: float) -> AgentLoopOutput:
+        check_prompt_fits(len(traj.prompt_ids), self.prompt_length, traj.task_id)
         start, r = len(traj.prompt_ids), self.response_length
         ids, mask, logp = traj.token_ids(), traj.loss_mask(), traj.behavior_logprobs()
         turns = _mask_runs(mask[start:][:r])  # turns that survive the cut to response_length
@@ -203,6 +204,17 @@ class ArborlAgentLoop(AgentLoopBase):
                 **{k: list(v)[:turns] for k, v in turn_fields(traj).items()},
                 "arborl_truncation": traj.truncation or "",
             },
+        )
+
+
+def check_prompt_fits(n_tokens: int, prompt_length: int, task_id: str) -> None:
+    """verl left-pads every prompt to `data.max_prompt_length` and cannot cut one (a longer one
+    fails deep in its batch collation with a size mismatch); an env's first observation is the
+    prompt here, so say which setting to raise."""
+    if n_tokens > prompt_length:
+        raise ValueError(
+            f"task {task_id!r}: the env's first observation is {n_tokens} tokens, over verl's "
+            f"data.max_prompt_length={prompt_length}; raise data.max_prompt_length to at least {n_tokens}"
         )
 
 
