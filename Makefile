@@ -7,7 +7,7 @@ setup:
 run: setup
 	.venv/bin/arborl train
 test: setup lint
-	.venv/bin/python -m pytest -ra
+	.venv/bin/python -m pytest -ra -m "not full"
 bench: setup
 	.venv/bin/python bench/run.py
 lint:

@@ -23,6 +23,9 @@ SAMPLED_ELSEWHERE = {
     "bfcl-live-simple": "tests/tasks/bfcl/test_bfcl_suites.py: 2 of BFCL's possible answers no call satisfies",
     "bfcl-live-multiple": "tests/tasks/bfcl/test_bfcl_suites.py: 3 of BFCL's possible answers no call satisfies",
 }
+#: The field's benchmarks (thousands of BFCL entries, TextWorld games generated on first use,
+#: ScienceWorld's JVM): CI runs a sample of each in its own tests, `pytest -m full` the whole.
+FIELD = ("arborl.tasks.bfcl.", "arborl.tasks.textworld.", "arborl.tasks.scienceworld.", "arborl.tasks.sokoban.")
 #: Benchmarks with no scripted solution (run with a model), each with why.
 MODEL_ONLY = {"web-miniwob-all": "MiniWoB++ tasks without a scripted solution here"}
 #: The suites arborl ships: registered by its benchmark folders, their loaders there.
@@ -37,8 +40,9 @@ def arborl(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]
     )
 
 
-def _marks(tags: tuple[str, ...]) -> list[pytest.MarkDecorator]:
-    return [getattr(pytest.mark, GUI_TAGS[t]) for t in tags if t in GUI_TAGS]
+def _marks(suite) -> list[pytest.MarkDecorator]:
+    marks = [getattr(pytest.mark, GUI_TAGS[t]) for t in suite.tags if t in GUI_TAGS]
+    return marks + [pytest.mark.full] if suite.loader.startswith(FIELD) else marks
 
 
 @pytest.mark.docker
@@ -46,7 +50,7 @@ def _marks(tags: tuple[str, ...]) -> list[pytest.MarkDecorator]:
 @pytest.mark.parametrize(
     "suite",
     [
-        pytest.param(s, id=s.name, marks=_marks(s.tags))
+        pytest.param(s, id=s.name, marks=_marks(s))
         for s in BUILTIN_SUITES
         if s.name not in SAMPLED_ELSEWHERE and s.name not in MODEL_ONLY
     ],

@@ -32,6 +32,6 @@ def test_parity_on_a_sample_of_every_category() -> None:
     _check(1, 100, multi_turn=3)
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_parity_on_500_outputs() -> None:
     _check(7, 500)

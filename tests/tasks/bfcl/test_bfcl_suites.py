@@ -79,7 +79,7 @@ def test_arborl_eval_scores_gold_100_and_empty_0(suite: str, tmp_path) -> None:
         assert summary["unresolved_by_kind"]["infrastructure"] == 0
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_gold_resolves_every_satisfiable_single_turn_entry() -> None:
     failed = {
         t.id for c in AST_CATEGORIES for t in load_category(c) if not score_single(t, gold_calls(t)).valid
