@@ -29,6 +29,7 @@ BUILTIN_ENVS = {
     "arborl/Desktop-v0": "arborl.envs.desktop.env:DesktopEnv",
     "arborl/Web-v0": "arborl.envs.web.env:WebEnv",
     "arborl/MiniWoB-v0": "arborl.envs.web.miniwob:MiniWoBEnv",
+    "arborl/ScienceWorld-v0": "arborl.envs.scienceworld.env:ScienceWorldEnv",
 }
 
 
