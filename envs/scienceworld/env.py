@@ -79,7 +79,7 @@ class ScienceWorldEnv(TextEnv):
         self.system_prompt = system_prompt
         self._game: Any = None
         self._broken = False
-        self._last = sw.GameStep("", 0, False, 0)
+        self._reading = sw.Reading(sw.GameStep("", 0, False, 0), "", "", None)
 
     @property
     def pool(self) -> JVMPool:
@@ -92,21 +92,20 @@ class ScienceWorldEnv(TextEnv):
         self._game = await self.pool.acquire()
 
     async def on_reset(self, task: ScienceWorldTask) -> list[dict[str, str]]:
-        first = self._last = await self._jvm(sw.load, task)
-        description = await self._jvm(sw.task_description)
-        templates = await self._jvm(sw.action_templates)
+        first, description, templates = await self._jvm(sw.start, task, self.show_valid_actions)
+        self._reading = first
         text = (
             f"{description}\n\nActions you can take (OBJ and LOC stand for things and places you see):\n"
             + "\n".join(f"- {t}" for t in templates)
-            + f"\n\n{first.observation}"
-            + await self._valid_suffix()
+            + f"\n\n{first.step.observation}"
+            + _valid_suffix(first)
         )
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": text}]
 
     async def on_step(self, action: str) -> Step:
-        before = self._last.moves
-        now = self._last = await self._jvm(sw.step, parse_action(action))
-        task: ScienceWorldTask = self.task
+        before = self._reading.step.moves
+        reading = self._reading = await self._jvm(sw.act, parse_action(action), self.show_valid_actions)
+        now, task = reading.step, self.task
         over_limit = now.moves > task.step_limit
         done = now.completed or over_limit
         info = {
@@ -119,7 +118,7 @@ class ScienceWorldEnv(TextEnv):
         if over_limit and not now.completed:
             info["truncated_by"] = "step_limit"
         return Step(
-            now.observation + ("" if done else await self._valid_suffix()),
+            now.observation + ("" if done else _valid_suffix(reading)),
             reward=episode_reward(now.score) if done else 0.0,
             terminated=now.completed,
             truncated=over_limit and not now.completed,
@@ -127,25 +126,19 @@ class ScienceWorldEnv(TextEnv):
         )
 
     async def on_finish(self) -> tuple[float, dict[str, Any]]:
-        last = self._last
+        last = self._reading.step
         return episode_reward(last.score), {
             "score": last.score,
             "success": is_success(last.score, last.completed),
         }
 
     async def state_hash(self) -> str:
-        """The world as the agent can read it: the room, the inventory, the score."""
-        if self._game is None:
-            return stable_hash([self.task_id])
-        room, items = await self._jvm(sw.look), await self._jvm(sw.inventory)
-        return stable_hash([self.task_id, room, items, self._last.score])
+        """The world as the agent can read it: the room, the inventory, the score (read with
+        each step, not asking the JVM again)."""
+        r = self._reading
+        return stable_hash([self.task_id, r.room, r.inventory, r.step.score])
 
     # ---- internals ----------------------------------------------------------------------
-    async def _valid_suffix(self) -> str:
-        if not self.show_valid_actions:
-            return ""
-        return "\n\nValid actions: " + ", ".join(await self._jvm(sw.valid_actions))
-
     async def _jvm(self, fn: Any, *args: Any) -> Any:
         """`fn(game, *args)` in a worker thread (Py4J calls block); a JVM that failed is not
         given back to the pool."""
@@ -161,3 +154,7 @@ class ScienceWorldEnv(TextEnv):
             self.pool.release(game, broken=broken or self._broken)
         self._broken = False
         super()._end_episode(broken)
+
+
+def _valid_suffix(reading: sw.Reading) -> str:
+    return "" if reading.valid is None else "\n\nValid actions: " + ", ".join(reading.valid)

@@ -83,3 +83,29 @@ def valid_actions(game: Any) -> list[str]:
 
 def action_templates(game: Any) -> list[str]:
     return [str(a) for a in call(game, game.get_possible_actions)]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A step and what the env reads after it, in one trip to a worker thread."""
+
+    step: GameStep
+    room: str
+    """`look` (a free action: no move), for the state hash."""
+    inventory: str
+    valid: tuple[str, ...] | None
+    """The valid actions, when asked for."""
+
+
+def act(game: Any, action: str, with_valid: bool) -> Reading:
+    """`step`, then the room, the inventory and (if asked) the valid actions."""
+    now = step(game, action)
+    return Reading(now, look(game), inventory(game), tuple(valid_actions(game)) if with_valid else None)
+
+
+def start(game: Any, task: ScienceWorldTask, with_valid: bool) -> tuple[Reading, str, list[str]]:
+    """`load`, then the first reading, the task description and the action templates."""
+    first = load(game, task)
+    valid = tuple(valid_actions(game)) if with_valid else None
+    reading = Reading(first, look(game), inventory(game), valid)
+    return reading, task_description(game), action_templates(game)

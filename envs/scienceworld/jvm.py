@@ -64,6 +64,8 @@ def stop_game(game: Any) -> None:
         game.close()
     except Exception as e:  # already dead: nothing to shut down politely
         log.debug("closing a ScienceWorld JVM: %s", e)
+    # The package's __del__ closes again, and a second Py4J shutdown raises (at exit, noisily).
+    game.close = lambda: None
     if proc is not None:
         try:
             proc.wait(timeout=5)

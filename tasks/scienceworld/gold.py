@@ -54,6 +54,7 @@ def _close() -> None:
     if _game is not None:
         game, _game = _game, None
         game.close()
+        game.close = lambda: None  # the package's __del__ would close it again, which raises
 
 
 def gold_policy(task: ScienceWorldTask) -> Any:

@@ -9,7 +9,7 @@ snapshot, so registering reads one JSON file and starts no JVM.
 import json
 
 from ..suites import Suite, register_suite
-from .task import DEFAULT_STEP_LIMIT, SUITE_VARIATIONS
+from .task import DEFAULT_STEP_LIMIT, SUITE_VARIATIONS, gold_budget
 from .variations import SNAPSHOT
 
 _TYPES: dict[str, dict] = json.loads(SNAPSHOT.read_text())["tasks"]
@@ -19,8 +19,8 @@ _ENV = "arborl/ScienceWorld-v0"
 
 
 def _turns(gold_steps: dict[str, int]) -> int:
-    """The package's step limit, or more where a gold sequence is longer."""
-    return max(DEFAULT_STEP_LIMIT, *gold_steps.values())
+    """The longest step limit of the suite's tasks (`task.gold_budget`)."""
+    return max(gold_budget(n) for n in gold_steps.values())
 
 
 for _name, _info in sorted(_TYPES.items()):
