@@ -78,7 +78,10 @@ def task_description(game: Any) -> str:
 
 
 def valid_actions(game: Any) -> list[str]:
-    return [str(a) for a in call(game, game.get_valid_action_object_combinations)]
+    """The valid action-object combinations, read as the package's JSON form (one round trip;
+    the package's list form crosses the bridge once per action, about a thousand times)."""
+    rows = call(game, game.get_valid_action_object_combinations_with_templates)
+    return [str(row["action"]) for row in rows]
 
 
 def action_templates(game: Any) -> list[str]:
