@@ -32,6 +32,7 @@ BUILTIN_ENVS = {
     "arborl/Sokoban-v0": "arborl.envs.sokoban.env:SokobanEnv",
     "arborl/BFCL-v0": "arborl.envs.bfcl.env:BfclEnv",
     "arborl/TextWorld-v0": "arborl.envs.textworld.env:TextWorldEnv",
+    "arborl/ScienceWorld-v0": "arborl.envs.scienceworld.env:ScienceWorldEnv",
 }
 
 

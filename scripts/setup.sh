@@ -14,6 +14,8 @@ APT_PACKAGES=(docker.io docker-compose debootstrap bubblewrap python3-pytest git
 APT_PACKAGES+=(chromium)
 # A C compiler and static libc: the sandboxes' small id-dropping helper (sandboxes/drop_ids.c).
 APT_PACKAGES+=(gcc libc6-dev)
+# A Java runtime: ScienceWorld's simulator is a JVM (the `scienceworld` wheel holds the jar).
+APT_PACKAGES+=(default-jre-headless)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

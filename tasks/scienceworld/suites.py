@@ -1,0 +1,62 @@
+"""The ScienceWorld suites (`arborl.tasks.suites` imports this module to register them).
+
+`scienceworld-<task>` per task type: the first few of the package's test variations of that
+type. `scienceworld`: all of those together. `scienceworld-train`: every train variation of
+every type (for training; no validation run covers it). The names come from the variation
+snapshot, so registering reads one JSON file and starts no JVM.
+"""
+
+import json
+
+from ..suites import Suite, register_suite
+from .task import DEFAULT_STEP_LIMIT, SUITE_VARIATIONS, gold_budget
+from .variations import SNAPSHOT
+
+_TYPES: dict[str, dict] = json.loads(SNAPSHOT.read_text())["tasks"]
+_GOLD = "arborl.tasks.scienceworld.gold:gold_policy"
+_EMPTY = "arborl.tasks.scienceworld.gold:empty_policy"
+_ENV = "arborl/ScienceWorld-v0"
+
+
+def _turns(gold_steps: dict[str, int]) -> int:
+    """The longest step limit of the suite's tasks (`task.gold_budget`)."""
+    return max(gold_budget(n) for n in gold_steps.values())
+
+
+for _name, _info in sorted(_TYPES.items()):
+    register_suite(
+        Suite(
+            f"scienceworld-{_name}",
+            _ENV,
+            f"arborl.tasks.scienceworld.task:load_{_name}",
+            description=f"ScienceWorld {_name}: {SUITE_VARIATIONS} of its {len(_info['test'])} test variations",
+            gold=_GOLD,
+            empty=_EMPTY,
+            max_turns=_turns(_info["gold_steps"]),
+            tags=("scienceworld", "multi-turn"),
+        )
+    )
+register_suite(
+    Suite(
+        "scienceworld",
+        _ENV,
+        "arborl.tasks.scienceworld.task:load_all",
+        description=f"ScienceWorld, all 30 task types: {SUITE_VARIATIONS} test variations of each",
+        gold=_GOLD,
+        empty=_EMPTY,
+        max_turns=max(_turns(i["gold_steps"]) for i in _TYPES.values()),
+        tags=("scienceworld", "multi-turn"),
+    )
+)
+register_suite(
+    Suite(
+        "scienceworld-train",
+        _ENV,
+        "arborl.tasks.scienceworld.task:load_train",
+        description="ScienceWorld's train split: every train variation of the 30 task types",
+        gold=_GOLD,
+        empty=_EMPTY,
+        max_turns=DEFAULT_STEP_LIMIT,
+        tags=("scienceworld", "multi-turn", "train"),
+    )
+)

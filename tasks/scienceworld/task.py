@@ -1,0 +1,112 @@
+"""ScienceWorld tasks: one (task type, variation) of the simulator, and the suites' loaders.
+
+A task type is one of the package's 30 (`boil`, `find-living-thing`, ...; its `tasks.json`
+names them with their topic and the paper's id, e.g. 1-1 Matter / Changes of State
+(Boiling)). A variation is an index the simulator turns into a world (which substance, which
+room, ...); the package splits each type's variations into train, dev and test
+(`variations.py`). Simplifications are the package's own comma-separated flags
+(`teleportAction`, `openDoors`, ..., or `easy`); the suites run without any, as the paper's
+test results do.
+"""
+
+from __future__ import annotations
+
+from functools import cache, partial
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from ..task_types import Task
+from .variations import Split, variations
+
+#: The package's default step limit (`ScienceWorldEnv(envStepLimit=100)`).
+DEFAULT_STEP_LIMIT = 100
+#: How many of each type's test variations a `scienceworld-<task>` suite runs (the first ones).
+SUITE_VARIATIONS = 3
+
+
+class ScienceWorldTask(Task):
+    """One ScienceWorld world: a task type, a variation, optional simplifications."""
+
+    kind: Literal["scienceworld"] = "scienceworld"
+    task_name: str = Field(min_length=1, description="the package's task name, e.g. `boil`")
+    variation: int = Field(ge=0, description="the variation index (the package's `variationIdx`)")
+    split: Split | None = Field(None, description="the package's split the variation belongs to")
+    simplifications: str = Field("", description="the package's simplification string, e.g. `easy`")
+    step_limit: int = Field(DEFAULT_STEP_LIMIT, gt=0, description="the package's `envStepLimit`")
+
+    @model_validator(mode="after")
+    def _known(self) -> ScienceWorldTask:
+        known = variations()
+        if self.task_name not in known:
+            raise ValueError(
+                f"unknown ScienceWorld task {self.task_name!r}; known: {', '.join(sorted(known))}"
+            )
+        top = known[self.task_name]["max_variations"]
+        if self.variation >= top:
+            raise ValueError(f"{self.task_name} has variations 0..{top - 1}, not {self.variation}")
+        return self
+
+
+@cache
+def task_types() -> dict[str, dict[str, str]]:
+    """task name → {"id", "topic", "title"}, from the package's tasks.json (no JVM)."""
+    from scienceworld.constants import TASKS
+    from scienceworld.utils import infer_task
+
+    return {
+        infer_task(t["task_name"]): {"id": t["task_id"], "topic": t["topic"], "title": t["task"]}
+        for t in TASKS
+    }
+
+
+def gold_budget(gold_steps: int) -> int:
+    """The step limit a variation whose gold sequence has `gold_steps` actions gets."""
+    return max(DEFAULT_STEP_LIMIT, -(-gold_steps * 5 // 4))
+
+
+def task_names() -> list[str]:
+    """The 30 task types, by the names the simulator loads them by."""
+    return sorted(variations())
+
+
+def make_task(task_name: str, variation: int, split: Split | None = None) -> ScienceWorldTask:
+    """The task of one variation; its step limit is the package's 100, or its gold sequence's
+    length and a quarter where that is more (the simulator draws a new gold path at each load,
+    and its length varies by a few actions)."""
+    gold = gold_budget(variations()[task_name].get("gold_steps", {}).get(str(variation), 0))
+    return ScienceWorldTask(
+        id=f"scienceworld/{task_name}/{variation}",
+        task_name=task_name,
+        variation=variation,
+        split=split,
+        step_limit=gold,
+        metadata={"suite": f"scienceworld-{task_name}", **task_types().get(task_name, {})},
+    )
+
+
+def load_task_type(
+    task_name: str, split: Split = "test", limit: int | None = SUITE_VARIATIONS
+) -> list[ScienceWorldTask]:
+    """The first `limit` variations of `split` of one task type (None: all of them)."""
+    chosen = variations()[task_name][split]
+    return [make_task(task_name, v, split) for v in chosen[:limit]]
+
+
+def load_all(split: Split = "test", limit: int | None = SUITE_VARIATIONS) -> list[ScienceWorldTask]:
+    """`load_task_type` over every task type."""
+    return [t for name in task_names() for t in load_task_type(name, split, limit)]
+
+
+def load_train() -> list[ScienceWorldTask]:
+    """Every train variation of every task type (the package's train split)."""
+    return load_all("train", None)
+
+
+def __getattr__(name: str) -> Any:
+    """`load_<task name>`: the loader of suite `scienceworld-<task name>`, so each suite can
+    name its loader as a ``"module:function"`` string (listing suites imports nothing)."""
+    task_name = name.removeprefix("load_")
+    if name.startswith("load_") and task_name in variations():
+        return partial(load_task_type, task_name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

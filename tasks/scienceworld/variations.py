@@ -1,0 +1,101 @@
+"""The package's own train/dev/test variation lists of every task type.
+
+The lists live in the simulator (`ScienceWorldEnv.get_variations_train/dev/test` after a
+`load`), so reading them costs a JVM start and a load per task type (about a minute for all
+30). Listing or loading a suite should not start a JVM, so the lists are kept as a snapshot,
+`data/variations.json`, written by this module from the installed package:
+
+    python -m arborl.tasks.scienceworld.variations          # rewrite data/variations.json
+
+The snapshot records the package version it was read from; `variations()` refuses a
+snapshot of another version (rerun the command above after changing the pin), and
+tests/tasks/scienceworld checks it against the package's own lists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+SNAPSHOT = Path(__file__).resolve().parent / "data" / "variations.json"
+Split = Literal["train", "dev", "test"]
+SPLITS: tuple[Split, ...] = ("train", "dev", "test")
+
+
+class VariationsError(RuntimeError):
+    """The variation snapshot is missing or from another scienceworld version (the message says how to fix it)."""
+
+
+def package_version() -> str:
+    try:
+        return importlib.metadata.version("scienceworld")
+    except importlib.metadata.PackageNotFoundError:
+        raise VariationsError(
+            "the `scienceworld` package is not installed: run scripts/setup.sh "
+            "(or `pip install scienceworld==1.2.3`, and a Java runtime: apt-get install default-jre-headless)"
+        ) from None
+
+
+@cache
+def variations() -> dict[str, dict[str, Any]]:
+    """task name → {"max_variations": int, "train": [...], "dev": [...], "test": [...],
+    "gold_steps": {variation: length of its gold sequence}} (for the suites' variations)."""
+    data = json.loads(SNAPSHOT.read_text())
+    if data["scienceworld"] != package_version():
+        raise VariationsError(
+            f"{SNAPSHOT} was read from scienceworld {data['scienceworld']}, but {package_version()} is "
+            "installed: run `python -m arborl.tasks.scienceworld.variations` to rewrite it"
+        )
+    return dict(data["tasks"])
+
+
+def read_from_package(suite_variations: int = 3) -> dict[str, dict[str, Any]]:
+    """The lists as the simulator gives them (starts a JVM; minutes), with the gold sequence
+    lengths of the first `suite_variations` test variations of each type."""
+    from scienceworld import ScienceWorldEnv
+
+    game = ScienceWorldEnv("")
+    try:
+        out: dict[str, dict[str, Any]] = {}
+        for name in game.get_task_names():
+            game.load(name, 0, "")
+            out[name] = {
+                "max_variations": int(game.get_max_variations(name)),
+                "train": [int(v) for v in game.get_variations_train()],
+                "dev": [int(v) for v in game.get_variations_dev()],
+                "test": [int(v) for v in game.get_variations_test()],
+            }
+            out[name]["gold_steps"] = _gold_steps(game, name, out[name]["test"][:suite_variations])
+        return out
+    finally:
+        game.close()
+
+
+def _gold_steps(game: Any, name: str, chosen: list[int]) -> dict[str, int]:
+    """variation → length of its gold action sequence (the suites' step limits need them)."""
+    steps = {}
+    for v in chosen:
+        game.load(name, v, "", generateGoldPath=True)
+        steps[str(v)] = len(game.get_gold_action_sequence())
+    return steps
+
+
+def write_snapshot(path: Path = SNAPSHOT) -> None:
+    data = {"scienceworld": package_version(), "tasks": read_from_package()}
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=SNAPSHOT)
+    write_snapshot(parser.parse_args(argv).out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""arborl/ScienceWorld-v0 against the real simulator (JVMs): the package's own `step` as the
+reference, JVMs reused across episodes with nothing carried over, the game's answer to an
+action it does not know, a JVM killed mid-episode as an infrastructure failure, async steps."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+import pytest
+from arborl_require import unavailable
+
+from arborl.envs.scienceworld import JVMPool, ScienceWorldEnv
+from arborl.envs.scienceworld import game as sw
+from arborl.tasks.scienceworld.gold import gold_actions
+from arborl.tasks.scienceworld.task import make_task
+
+pytestmark = pytest.mark.slow
+TASK = make_task("find-living-thing", 225, "test")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    if shutil.which("java") is None:
+        unavailable("java", "no Java runtime: apt-get install default-jre-headless (scripts/setup.sh does)")
+    pool = JVMPool(2)
+    yield pool
+    pool.close()
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_steps_match_the_packages_own_step(pool):
+    """Observation, score and completion of every gold action equal the package's `step`."""
+    from scienceworld import ScienceWorldEnv as Package
+
+    reference = Package("")
+    try:
+        reference.load(TASK.task_name, TASK.variation, "")
+        first, _ = reference.reset()
+        env = ScienceWorldEnv(jvm_pool=pool)
+        obs, _ = env.reset(options={"task": TASK})
+        assert first in obs[-1]["content"]
+        for action in gold_actions(TASK):
+            want, _, done, info = reference.step(action)
+            obs, reward, terminated, truncated, got = env.step(action)
+            assert obs[-1]["content"] == want and got["score"] == info["score"], action
+            assert got["moves"] == info["moves"] and terminated == done and not truncated
+        assert terminated and reward == 1.0 and got["success"]
+    finally:
+        reference.close()
+
+
+def test_a_jvm_is_reused_and_no_state_crosses_episodes(pool):
+    env = ScienceWorldEnv(jvm_pool=pool)
+    started = pool.started
+    env.reset(options={"task": TASK})
+    before = env.step("inventory")[0][-1]["content"]
+    for action in gold_actions(TASK)[:6]:
+        env.step(action)
+    env.step("pick up axe")
+    env.reset(options={"task": TASK})  # the same JVM, a fresh world
+    obs, _, _, _, info = env.step("inventory")
+    assert obs[-1]["content"] == before and info["moves"] <= 2 and info["score"] == 0
+    env.close()
+    assert pool.started - started <= 1
+
+
+def test_an_action_the_game_does_not_know_gets_the_games_answer(pool):
+    env = ScienceWorldEnv(jvm_pool=pool)
+    env.reset(options={"task": TASK})
+    for reply in ("fly to the moon", "", "x" * 100_000, "\x00\ud800"):
+        obs, reward, terminated, truncated, info = env.step(reply)
+        assert obs[-1]["content"].startswith("No known action"), (reply[:20], obs)
+        assert (reward, terminated, truncated, info["score"]) == (0.0, False, False, 0)
+    env.close()
+
+
+def test_a_jvm_that_dies_is_an_infrastructure_failure_and_is_replaced(pool):
+    env = ScienceWorldEnv(jvm_pool=pool)
+    env.reset(options={"task": TASK})
+    env._game._gateway.java_process.kill()
+    replaced = pool.replaced
+    obs, reward, terminated, truncated, info = env.step("look around")
+    assert truncated and not terminated and reward == 0.0
+    assert info["sandbox_fault"] == "infra" and info["truncated_by"] == "sandbox_infra"
+    assert "JVMDied" in info["sandbox_error"] and pool.replaced == replaced + 1
+    obs, _ = env.reset(options={"task": TASK})  # a new JVM
+    assert "Task Description" in obs[-1]["content"]
+    env.close()
+
+
+def test_episodes_step_concurrently_in_their_own_jvms(pool):
+    other = make_task("find-non-living-thing", make_task_variation("find-non-living-thing"), "test")
+
+    async def play(task):
+        env = ScienceWorldEnv(jvm_pool=pool)
+        await env.areset(options={"task": task})
+        reward = 0.0
+        for action in await asyncio.to_thread(gold_actions, task):
+            _, reward, terminated, _, _ = await env.astep(action)
+        await env.aclose()
+        return reward, terminated
+
+    async def both():
+        return await asyncio.gather(play(TASK), play(other))
+
+    assert run(both()) == [(1.0, True), (1.0, True)]
+
+
+def test_valid_actions_come_when_asked(pool):
+    """The package's valid action-object combinations (whose wording of an object varies from
+    call to call: its referents are drawn anew) follow the observation, and only when asked."""
+    env = ScienceWorldEnv(jvm_pool=pool, show_valid_actions=True)
+    obs, _ = env.reset(options={"task": TASK})
+    valid = obs[-1]["content"].split("Valid actions: ", 1)[1].split(", ")
+    assert {"look around", "inventory", "focus on agent"} <= set(valid)
+    assert len(valid) == len(sw.valid_actions(env._game))
+    env.close()
+    plain = ScienceWorldEnv(jvm_pool=pool)
+    obs, _ = plain.reset(options={"task": TASK})
+    assert "Valid actions" not in obs[-1]["content"]
+    assert "Valid actions" not in plain.step("open door to hallway")[0][-1]["content"]
+    plain.close()
+
+
+def make_task_variation(name: str) -> int:
+    from arborl.tasks.scienceworld.variations import variations
+
+    return variations()[name]["test"][0]

@@ -1,0 +1,55 @@
+"""The ScienceWorld tasks: the suites come from the package's own task list and variation
+splits (the snapshot is checked against the simulator), tasks are validated, the score maps
+to reward as the paper reports it."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from arborl_require import unavailable
+
+from arborl.tasks import get_suite, list_suites
+from arborl.tasks.scienceworld import ScienceWorldTask, episode_reward, is_success, task_names
+from arborl.tasks.scienceworld.task import SUITE_VARIATIONS, load_train
+from arborl.tasks.scienceworld.variations import read_from_package, variations
+
+
+def test_every_task_type_of_the_package_has_a_suite():
+    from scienceworld.constants import TASKS
+    from scienceworld.utils import infer_task
+
+    names = sorted(infer_task(t["task_name"]) for t in TASKS)
+    assert len(names) == 30 and task_names() == names
+    suites = {s.name for s in list_suites()}
+    assert {f"scienceworld-{n}" for n in names} | {"scienceworld", "scienceworld-train"} <= suites
+
+
+def test_a_suite_runs_the_first_test_variations_of_its_type():
+    tasks = get_suite("scienceworld-boil").tasks()
+    assert [t.variation for t in tasks] == variations()["boil"]["test"][:SUITE_VARIATIONS]
+    assert {t.split for t in tasks} == {"test"} and len(
+        get_suite("scienceworld").tasks()
+    ) == 30 * SUITE_VARIATIONS
+    train = load_train()
+    assert len(train) == sum(len(v["train"]) for v in variations().values())
+
+
+@pytest.mark.parametrize(
+    "bad", [{"task_name": "boil-everything", "variation": 0}, {"task_name": "boil", "variation": 30}]
+)
+def test_unknown_tasks_and_variations_are_refused(bad):
+    with pytest.raises(ValueError, match=r"unknown ScienceWorld task|has variations"):
+        ScienceWorldTask(id="t", **bad)
+
+
+def test_reward_is_the_score_clipped_at_zero_and_success_needs_the_full_score():
+    assert [episode_reward(s) for s in (-100, 0, 25, 100)] == [0.0, 0.0, 0.25, 1.0]
+    assert is_success(100, True) and not is_success(100, False) and not is_success(75, True)
+
+
+@pytest.mark.slow
+def test_the_snapshot_is_the_packages_own_variation_lists():
+    if shutil.which("java") is None:
+        unavailable("java", "no Java runtime: apt-get install default-jre-headless (scripts/setup.sh does)")
+    assert read_from_package() == variations()
