@@ -47,7 +47,7 @@ def arborl(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]
 
 def _marks(suite) -> list[pytest.MarkDecorator]:
     marks = [getattr(pytest.mark, GUI_TAGS[t]) for t in suite.tags if t in GUI_TAGS]
-    return marks + [pytest.mark.full] if suite.loader.startswith(FIELD) else marks
+    return [*marks, pytest.mark.full] if suite.loader.startswith(FIELD) else marks
 
 
 @pytest.mark.docker
