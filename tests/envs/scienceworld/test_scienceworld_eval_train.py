@@ -12,6 +12,7 @@ import sys
 
 import pytest
 from arborl_require import unavailable
+from train_cli import train_steps
 
 pytestmark = pytest.mark.slow
 #: Two variations of two task types with short gold sequences (one `arborl eval` per agent
@@ -57,27 +58,15 @@ def test_gold_scores_everything_and_empty_nothing(tmp_path):
 
 
 def test_a_couple_of_rl_steps_on_scienceworld(tmp_path):
-    run = tmp_path / "train"
-    res = arborl(
-        "train",
-        "rollout.env_id=arborl/ScienceWorld-v0",
+    train_steps(
+        tmp_path / "train",
+        "arborl/ScienceWorld-v0",
         "tasks.train=suite:scienceworld-find-living-thing",
         "tasks.eval_suite=scienceworld-find-living-thing",
         "tasks.eval_size=1",
-        "rollout.group_size=2",
-        "rollout.groups_per_step=1",
         "rollout.max_turns=2",
         "rollout.max_new_tokens=8",
         "rollout.max_context_tokens=4096",
-        "sft.steps=0",
-        "model.tiny={}",
-        "run.steps=2",
-        "run.eval_every=100",
         "run.checkpoint_every=2",
-        "run.time_budget_min=null",
         "async.mode=sync",
-        f"run.dir={run}",
     )
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    rl = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [e["step"] for e in rl if e.get("phase") == "rl"] == [1, 2]
