@@ -28,10 +28,18 @@ SAMPLED_ELSEWHERE = {
 FIELD = ("arborl.tasks.bfcl.", "arborl.tasks.textworld.", "arborl.tasks.scienceworld.", "arborl.tasks.sokoban.")
 #: Benchmarks with no scripted solution (run with a model), each with why.
 MODEL_ONLY = {"web-miniwob-all": "MiniWoB++ tasks without a scripted solution here"}
+
+
+def _loader_module(suite) -> str:
+    """Where a suite's loader lives: an entry-point string, or a function (or a partial of one)."""
+    if isinstance(suite.loader, str):
+        return suite.loader
+    fn = getattr(suite.loader, "func", suite.loader)
+    return f"{getattr(fn, '__module__', '')}:"
+
+
 #: The suites arborl ships: registered by its benchmark folders, their loaders there.
-BUILTIN_SUITES = [
-    s for s in list_suites() if isinstance(s.loader, str) and s.loader.startswith("arborl.tasks.")
-]
+BUILTIN_SUITES = [s for s in list_suites() if _loader_module(s).startswith("arborl.tasks.")]
 SAMPLED_ELSEWHERE.update(
     (s.name, "tests/envs/scienceworld/test_scienceworld_eval_train.py: two task types, two variations")
     for s in BUILTIN_SUITES
@@ -47,7 +55,7 @@ def arborl(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]
 
 def _marks(suite) -> list[pytest.MarkDecorator]:
     marks = [getattr(pytest.mark, GUI_TAGS[t]) for t in suite.tags if t in GUI_TAGS]
-    return [*marks, pytest.mark.full] if suite.loader.startswith(FIELD) else marks
+    return [*marks, pytest.mark.full] if _loader_module(suite).startswith(FIELD) else marks
 
 
 @pytest.mark.docker
