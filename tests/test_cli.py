@@ -58,7 +58,10 @@ def test_envs_list_shows_builtin_and_user_envs(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     assert "myorg/Echo-v0" in res.stdout and "Repeats what it is told." in res.stdout
-    assert len(res.stdout.splitlines()) == 2 * 6  # every env, built-in too, has its summary line
+    from arborl.envs.registration import BUILTIN_ENVS
+
+    # every env, built-in too, has its summary line
+    assert len(res.stdout.splitlines()) == 2 * (len(BUILTIN_ENVS) + 1)
     missing = arborl("envs", "list", "--import", "no_such_module_xyz")
     assert missing.returncode == 2 and "cannot import no_such_module_xyz" in missing.stderr
 

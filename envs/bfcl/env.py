@@ -60,7 +60,7 @@ DEFAULT_TASK = BfclTask(
 
 
 class BfclEnv(TextEnv):
-    """BFCL v4 entries as episodes; see the module docstring."""
+    """BFCL v4 entries, single- and multi-turn, scored by bfcl-eval's own checker."""
 
     task_type: ClassVar[type[BfclTask]] = BfclTask
     default_task: ClassVar[Any] = DEFAULT_TASK

@@ -56,7 +56,7 @@ def parse_action(reply: str) -> str:
 
 
 class ScienceWorldEnv(TextEnv):
-    """ScienceWorld tasks in pooled JVMs (see the module doc)."""
+    """ScienceWorld tasks on pooled JVMs reset between episodes, the simulator's own score."""
 
     task_type: ClassVar[type[ScienceWorldTask]] = ScienceWorldTask
     default_task: ClassVar[Any] = {

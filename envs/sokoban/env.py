@@ -38,7 +38,7 @@ DEFAULT_TASK = {"id": "sokoban-default", "rows": ["######", "#P_X_#", "#___O#", 
 
 
 class SokobanEnv(TextEnv):
-    """verl-agent's Sokoban (module doc)."""
+    """Sokoban as verl-agent runs it: a 6x6 text grid with one box, a move per reply, verl-agent's reward."""
 
     task_type: ClassVar[type[SokobanTask]] = SokobanTask
     default_task: ClassVar[Any] = DEFAULT_TASK

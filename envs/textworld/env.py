@@ -72,7 +72,7 @@ def render(state: dict[str, Any], shown: tuple[str, ...]) -> str:
 
 
 class TextWorldEnv(TextEnv):
-    """TextWorld as a chat env (see the module doc)."""
+    """TextWorld games: the game's text in, a command per reply, the game's own score."""
 
     task_type = TextWorldTask
     default_task: ClassVar[Any] = DEFAULT_TASK

@@ -12,6 +12,8 @@ import pytest
 
 import arborl.tasks as tasks_pkg
 from arborl.tasks import Suite, SuiteError, Task, get_suite, is_registered, register_suite, suites
+from arborl.tasks.bfcl.data import AST_CATEGORIES, MULTI_TURN_CATEGORIES, RELEVANCE_CATEGORIES
+from arborl.tasks.bfcl.suites import suite_name
 from arborl.tasks.scienceworld import task_names as scienceworld_task_names
 
 CALLS: list[int] = []
@@ -60,10 +62,25 @@ SHIPPED = {
     "web": {"web-mini", "web-miniwob", "web-miniwob-all"},
     "textworld": {"textworld-coin", "textworld-treasure", "textworld-cooking", "textworld-simple"},
 }
-# One suite per ScienceWorld task type, registered in a loop over the package's task list.
+SHIPPED["sokoban"] = {"sokoban-6x6"}
+# One suite per BFCL category and per ScienceWorld task type, registered in loops over the
+# packages' own lists.
+SHIPPED["bfcl"] = {"bfcl-multi-turn"} | {
+    suite_name(c) for c in (*AST_CATEGORIES, *RELEVANCE_CATEGORIES, *MULTI_TURN_CATEGORIES)
+}
 SHIPPED["scienceworld"] = {"scienceworld", "scienceworld-train"} | {
     f"scienceworld-{n}" for n in scienceworld_task_names()
 }
+
+
+LOOPED = ("scienceworld", "bfcl")
+
+
+def _where(ref) -> str:
+    """The module an entry point names, or a loader function (or a partial of one) lives in."""
+    if isinstance(ref, str):
+        return ref
+    return getattr(getattr(ref, "func", ref), "__module__", "") + "."
 
 
 def _registered_in(path: Path) -> list[str]:
@@ -81,11 +98,11 @@ def test_each_benchmark_folder_registers_its_own_suites_and_the_registry_holds_n
     for folder, names in SHIPPED.items():
         module = ROOT / "tasks" / folder / "suites.py"
         assert set(_registered_in(module)) <= names, module  # the names of a loop are not literals
-        assert folder == "scienceworld" or sorted(_registered_in(module)) == sorted(names), module
+        assert folder in LOOPED or sorted(_registered_in(module)) == sorted(names), module
         for name in names:  # what a suite loads and plays lives in its folder
             suite = get_suite(name)
             for ref in (suite.loader, suite.gold, suite.empty):
-                assert ref is None or str(ref).startswith(f"arborl.tasks.{folder}."), (name, ref)
+                assert ref is None or _where(ref).startswith(f"arborl.tasks.{folder}."), (name, ref)
 
 
 def test_a_new_folder_is_registered_without_touching_the_registry(tmp_path, monkeypatch):
@@ -119,6 +136,6 @@ def test_importing_tasks_imports_no_benchmark_and_listing_loads_no_suite():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == (
-        "['arborl.tasks', 'arborl.tasks.common', 'arborl.tasks.task_types', 'arborl.tasks.suites'] "
+        "['arborl.tasks', 'arborl.tasks.common', 'arborl.tasks.suites', 'arborl.tasks.task_types'] "
         f"{sum(len(n) for n in SHIPPED.values())} []"
     )
