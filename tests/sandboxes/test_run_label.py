@@ -18,7 +18,12 @@ def test_sandbox_crashed_crosses_processes_with_its_fault():
     who caused the crash (an agent-caused crash is scored, an infrastructure one retried)."""
     for fault in ("agent", "infra"):
         err = pickle.loads(pickle.dumps(SandboxCrashed("sb-1", "memory cgroup OOM", fault)))
-        assert (type(err), err.sandbox_id, err.reason, err.fault) == (SandboxCrashed, "sb-1", "memory cgroup OOM", fault)
+        assert (type(err), err.sandbox_id, err.reason, err.fault) == (
+            SandboxCrashed,
+            "sb-1",
+            "memory cgroup OOM",
+            fault,
+        )
         assert str(err) == "sandbox sb-1 crashed: memory cgroup OOM"
 
 
