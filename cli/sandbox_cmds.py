@@ -82,8 +82,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def cmd_gc(args: argparse.Namespace) -> int:
     for backend in _backends(load_config(args.overrides)):
-        removed = backend.reap(all_sandboxes=args.all)
-        console.print(f"{backend.name}: removed {len(removed)} {'sandboxes' if args.all else 'orphans'}")
+        removed = backend.reap(all_sandboxes=args.all, run=args.run)
+        what = "sandboxes" if args.all else f"orphans and sandboxes of run {args.run}" if args.run else "orphans"
+        console.print(f"{backend.name}: removed {len(removed)} {what}")
     return 0
 
 
@@ -109,4 +110,5 @@ def register(sub: Any, add: Any) -> None:
             p.add_argument("--force", action="store_true", help="rebuild even if the image exists")
         if name == "gc":
             p.add_argument("--all", action="store_true", help="remove every arborl sandbox, live ones too")
+            p.add_argument("--run", help="also remove every sandbox of this run (label arborl.run), live owner or not")
         p.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")

@@ -10,7 +10,9 @@ share pools that live on one long-lived loop, in a daemon thread:
 - an env given `pool=` runs on the caller's loop instead (the pool is the caller's).
 
 The default pool wraps `make_backend({"type": "auto"})` (Docker when the engine and base
-image exist, else bubblewrap); `configure()` changes that before first use. Pools are
+image exist, else bubblewrap); `configure()` changes that before first use, and
+`configure(backend={"type": "ray", ...})` makes it a `RaySandboxPool` over the sandbox nodes
+of a Ray cluster (docs/scale-out.md). Pools are
 closed at interpreter exit; a forked child (e.g. `AsyncVectorEnv`) starts a fresh loop.
 """
 
@@ -24,7 +26,7 @@ import logging
 import os
 import threading
 from collections.abc import Coroutine, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from arborl.sandboxes import PoolConfig, SandboxBackend, SandboxPool, make_backend
 
@@ -75,12 +77,26 @@ class EnvLoop:
 
     def pool_for(self, backend: SandboxBackend | None = None) -> SandboxPool:
         """The loop's pool over `backend` (default: the auto backend), made on first use."""
+        if backend is None and _DEFAULTS["backend"].get("type") == "ray":
+            return self._ray_pool()
         backend = backend or self.default_backend()
         with self._lock:
             entry = self._pools.get(id(backend))
             if entry is None:
                 entry = (backend, SandboxPool(backend, _DEFAULTS["pool"].model_copy()))
                 self._pools[id(backend)] = entry
+            return entry[1]
+
+    def _ray_pool(self) -> SandboxPool:
+        """The pool over a Ray cluster's sandbox nodes; it has `SandboxPool`'s API."""
+        from arborl.sandboxes.ray_pool import RayPoolConfig, RaySandboxPool
+
+        with self._lock:
+            entry = self._pools.get(0)
+            if entry is None:
+                cfg = {"pool": _DEFAULTS["pool"].model_dump(), **_DEFAULTS["backend"]}
+                entry = (cast(SandboxBackend, None), cast(SandboxPool, RaySandboxPool(RayPoolConfig(**cfg))))
+                self._pools[0] = entry
             return entry[1]
 
     def shutdown(self, timeout: float = 30.0) -> None:

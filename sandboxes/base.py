@@ -112,6 +112,22 @@ class SandboxInfo(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+def tar_archive(src: Path | Mapping[str, bytes | str]) -> bytes:
+    """A tar archive of a host directory's children, or of a {relative path: content} mapping."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        if isinstance(src, Path):
+            for child in sorted(src.iterdir()):
+                tar.add(child, arcname=child.name)
+        else:
+            for name, content in src.items():
+                raw = content.encode() if isinstance(content, str) else content
+                info = tarfile.TarInfo(name)
+                info.size, info.mode, info.mtime = len(raw), 0o644, int(time.time())
+                tar.addfile(info, io.BytesIO(raw))
+    return buf.getvalue()
+
+
 class Sandbox:
     """A running sandbox. Use through a pool (`SandboxPool.acquire`) or `async with`."""
 
@@ -212,21 +228,14 @@ class Sandbox:
             args["mode"] = mode
         await self._call("write_file", timeout=120.0, **args)
 
-    async def upload(self, src: Path | Mapping[str, bytes | str], dest: str, user: str | None = None) -> int:
-        """Copy a host directory (or a {relative path: content} mapping) under `dest`."""
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            if isinstance(src, Path):
-                for child in sorted(src.iterdir()):
-                    tar.add(child, arcname=child.name)
-            else:
-                for name, content in src.items():
-                    raw = content.encode() if isinstance(content, str) else content
-                    info = tarfile.TarInfo(name)
-                    info.size, info.mode, info.mtime = len(raw), 0o644, int(time.time())
-                    tar.addfile(info, io.BytesIO(raw))
+    async def upload(
+        self, src: Path | Mapping[str, bytes | str] | bytes, dest: str, user: str | None = None
+    ) -> int:
+        """Copy a host directory (or a {relative path: content} mapping, or a tar archive's
+        bytes) under `dest`."""
+        archive = src if isinstance(src, bytes) else tar_archive(src)
         resp = await self._call(
-            "upload", timeout=300.0, dest=dest, tar=base64.b64encode(buf.getvalue()).decode(), user=user
+            "upload", timeout=300.0, dest=dest, tar=base64.b64encode(archive).decode(), user=user
         )
         return int(resp["files"])
 
@@ -310,8 +319,9 @@ class SandboxBackend(abc.ABC):
         """Every sandbox this backend made on this host, alive or not."""
 
     @abc.abstractmethod
-    def reap(self, all_sandboxes: bool = False) -> list[str]:
-        """Remove orphans (their owner process is dead), or every arborl sandbox; returns ids."""
+    def reap(self, all_sandboxes: bool = False, run: str | None = None) -> list[str]:
+        """Remove orphans (their owner process is dead), those of run `run`, or every arborl
+        sandbox; returns ids."""
 
     async def _prepare(self, sandbox: Sandbox) -> None:
         """Shared tail of `create`: spec files, setup commands, snapshot."""

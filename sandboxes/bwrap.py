@@ -42,7 +42,7 @@ from .channel import Channel, ChannelTimeout
 from .drop_ids import IN_SANDBOX as DROP_IN_SANDBOX
 from .drop_ids import drop_helper
 from .errors import Fault, SandboxStartError, SandboxUnavailable
-from .owner import OWNER_PID, is_same_process, owner_alive, owner_labels, process_start
+from .owner import OWNER_PID, is_same_process, owner_alive, owner_labels, process_start, reapable
 from .seccomp import SeccompUnavailable, filter_program, program_fd
 from .server.wire import write_key
 
@@ -403,10 +403,10 @@ class BwrapBackend(SandboxBackend):
             )
         return infos
 
-    def reap(self, all_sandboxes: bool = False) -> list[str]:
+    def reap(self, all_sandboxes: bool = False, run: str | None = None) -> list[str]:
         removed = []
         for root, meta in self._entries():
-            if all_sandboxes or not owner_alive(meta):
+            if reapable(meta, all_sandboxes, run):
                 # Only while the pid is still that bwrap: a dead sandbox's pid may have been
                 # reused by now, by a process group leader such as dockerd (started with
                 # setsid), which a blind killpg took down. The cgroup kills the rest.

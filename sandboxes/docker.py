@@ -41,7 +41,7 @@ from .channel import Channel, ChannelTimeout
 from .drop_ids import IN_SANDBOX as DROP_IN_SANDBOX
 from .drop_ids import drop_helper
 from .errors import Fault, SandboxStartError, SandboxUnavailable
-from .owner import OWNER_PID, owner_alive, owner_labels
+from .owner import OWNER_PID, owner_alive, owner_labels, reapable
 from .server.wire import write_key
 
 log = logging.getLogger(__name__)
@@ -369,12 +369,12 @@ class DockerBackend(SandboxBackend):
             )
         return out
 
-    def reap(self, all_sandboxes: bool = False) -> list[str]:
+    def reap(self, all_sandboxes: bool = False, run: str | None = None) -> list[str]:
         import docker.errors
 
         removed = []
         for c in self._containers():
-            if all_sandboxes or not owner_alive(c.labels):
+            if reapable(c.labels, all_sandboxes, run):
                 try:
                     c.remove(force=True, v=True)
                 except docker.errors.NotFound:

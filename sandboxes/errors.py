@@ -38,6 +38,10 @@ class SandboxCrashed(SandboxError):
         self.reason = reason
         self.fault = fault
 
+    def __reduce__(self) -> tuple[type[SandboxCrashed], tuple[str, str, Fault]]:
+        # Pickled across processes (a node's pool actor to the harness) with its fault intact.
+        return (type(self), (self.sandbox_id, self.reason, self.fault))
+
 
 class SandboxUnresponsive(SandboxError):
     """The sandbox is alive but did not answer in time (its server is wedged).

@@ -1,0 +1,360 @@
+"""`RaySandboxPool`: the sandboxes of every node of a Ray cluster, behind `SandboxPool`'s API.
+
+    async with RaySandboxPool(RayPoolConfig(backend={"type": "docker"})) as pool:
+        async with pool.acquire(spec) as sb:        # placed on the node with most room
+            await sb.exec("pytest -q")              # runs on that node, over its local socket
+
+- One `SandboxNode` actor per node that carries the `node_resource` custom resource, pinned
+  there (hard node affinity), owning a `SandboxPool` on that node's own backend: the channel,
+  the reset in place and the warm sandboxes never leave the node (`ray_node.py`).
+- Placement: each acquire goes to a live node with free capacity (its pool's `max_size`),
+  preferring one that holds a warm sandbox of the same spec, then the one with most room.
+  Every call of the episode then goes to that node (`RemoteSandbox`). Ray actor calls only.
+- Faults: a node, actor or worker that dies makes the episode's next call raise
+  `SandboxCrashed` with fault "infra" (retried, never scored). The pool stops placing there;
+  every `revive_interval_s` it opens an actor on each sandbox node that has none live (a
+  node back, or a new one) and places there again once that actor has started.
+- No leaks: sandboxes are labelled with the pool's run id on every node. `close()` closes
+  every node's pool, then each node reaps what this run left there (a dead actor's
+  sandboxes included). A node lost for good is reaped when an actor starts there again
+  (its owner is dead). Actors are owned by this process: Ray ends them when it exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+import ray
+from pydantic import BaseModel, ConfigDict, Field
+from ray import exceptions as rx
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from .base import SandboxSpec
+from .errors import PoolClosed, PoolTimeout, SandboxCrashed, SandboxUnavailable
+from .pool import PoolConfig
+from .ray_node import SandboxNode
+from .ray_sandbox import NODE_LOST, RemoteSandbox, cause_of
+
+log = logging.getLogger(__name__)
+_NodeActor: Any = ray.remote(SandboxNode)
+
+
+class RayPoolConfig(BaseModel):
+    """Settings of a pool over the sandbox nodes of a Ray cluster (`sandbox=ray`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["ray"] = "ray"
+    address: str | None = Field(
+        None,
+        description="ray.init address if this process has not joined Ray yet ('auto': this host's cluster)",
+    )
+    node_resource: str = Field(
+        "arborl_sandbox",
+        description="custom resource marking the nodes that offer sandboxes (`ray start --resources`)",
+    )
+    backend: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "auto"},
+        description="each node's own backend (a make_backend config)",
+    )
+    pool: PoolConfig = Field(
+        default_factory=PoolConfig, description="each node's pool; max_size is its capacity"
+    )
+    run_id: str = Field(
+        default_factory=lambda: uuid.uuid4().hex[:12],
+        description="label of this pool's sandboxes on every node; the reapers remove a run's leftovers by it",
+    )
+    acquire_timeout_s: float = Field(300.0, gt=0, description="wait for free capacity before PoolTimeout")
+    revive_interval_s: float = Field(
+        2.0, gt=0, description="how often nodes without a live actor are retried"
+    )
+    start_timeout_s: float = Field(
+        120.0, gt=0, description="longest a node's actor may take to start its pool"
+    )
+
+
+@dataclass(eq=False)
+class NodeState:
+    """One sandbox node as the harness sees it. A node that comes back gets a new NodeState."""
+
+    node_id: str
+    actor: Any
+    host: str
+    capacity: int
+    leased: int = 0
+    up: bool = True
+    warm: Counter[str] = field(default_factory=Counter)  # idle sandboxes per spec key (a hint)
+
+    def free(self) -> int:
+        return self.capacity - self.leased
+
+
+class RaySandboxPool:
+    """`SandboxPool`'s API (`acquire`, `checkout`/`checkin`, `drain`, `stats`, `close`) over
+    the sandbox nodes of a Ray cluster. Use it from one event loop."""
+
+    def __init__(self, config: RayPoolConfig | None = None) -> None:
+        self.config = config or RayPoolConfig()
+        self.id = self.config.run_id
+        self.nodes: dict[str, NodeState] = {}
+        self.lost: list[tuple[str, float]] = []  # (node id, time.monotonic()) of each loss
+        self._freed = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._returns: set[asyncio.Task[Any]] = set()  # check-ins on their way to the nodes
+        self._starting: asyncio.Future[None] | None = None
+        self._failed: dict[str, float] = {}  # node id -> when its actor last failed to start
+        self._closed = False
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    async def start(self) -> RaySandboxPool:
+        """Join Ray if this process has not, and start an actor on every sandbox node."""
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._starting)
+        return self
+
+    async def _start(self) -> None:
+        if not ray.is_initialized():
+            await asyncio.to_thread(ray.init, address=self.config.address)
+        await self._discover()
+        if not self.nodes:
+            raise SandboxUnavailable(
+                f"no Ray node offers sandboxes: start them with `ray start --resources="
+                f"'{{\"{self.config.node_resource}\": 1}}'` (docs/scale-out.md)"
+            )
+        self._spawn(self._revive_loop())
+
+    async def close(self) -> None:
+        """Destroy every sandbox on every live node, then reap this run's leftovers there."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in [*self._tasks, *self._returns]:  # check-ins are moot: everything goes
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._returns, return_exceptions=True)
+        live = [n for n in self.nodes.values() if n.up]
+        await asyncio.gather(*(self._quietly(n, n.actor.close.remote()) for n in live))
+        await asyncio.gather(*(self._quietly(n, n.actor.reap_run.remote()) for n in live))
+        for node in self.nodes.values():
+            with contextlib.suppress(Exception):
+                ray.kill(node.actor)
+        self._freed.set()
+
+    async def __aenter__(self) -> RaySandboxPool:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], tasks: set[asyncio.Task[Any]] | None = None) -> None:
+        task = asyncio.ensure_future(coro)
+        bucket = self._tasks if tasks is None else tasks
+        bucket.add(task)
+        task.add_done_callback(bucket.discard)
+
+    async def _quietly(self, node: NodeState, ref: Awaitable[Any]) -> Any:
+        try:
+            return await ref
+        except NODE_LOST as e:
+            self.node_lost(node, e)
+        except rx.RayTaskError as e:
+            log.warning("sandbox node %s: %s", node.host, cause_of(e))
+        return None
+
+    # ---- nodes --------------------------------------------------------------------------
+    async def _discover(self) -> None:
+        """Open an actor on every live sandbox node that has no live actor yet."""
+        res = self.config.node_resource
+        alive = [
+            n for n in await asyncio.to_thread(ray.nodes) if n.get("Alive") and n["Resources"].get(res, 0) > 0
+        ]
+        retry = time.monotonic() - 10 * self.config.revive_interval_s  # a node that failed to start
+        todo = [
+            n["NodeID"]
+            for n in alive
+            if (n["NodeID"] not in self.nodes or not self.nodes[n["NodeID"]].up)
+            and self._failed.get(n["NodeID"], float("-inf")) < retry
+        ]
+        await asyncio.gather(*(self._open(node_id) for node_id in todo))
+
+    async def _open(self, node_id: str) -> None:
+        actor = _NodeActor.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            num_cpus=0,
+            max_restarts=0,
+        ).remote(self.config.backend, self.config.pool.model_dump(), self.config.run_id)
+        try:
+            async with asyncio.timeout(self.config.start_timeout_s):
+                info = await actor.start.remote()
+        except (TimeoutError, rx.RayError) as e:
+            why = cause_of(e) if isinstance(e, rx.RayTaskError) else e
+            log.warning(
+                "sandbox node %s did not start its pool (%s: %s)", node_id[:12], type(why).__name__, why
+            )
+            self._failed[node_id] = time.monotonic()
+            with contextlib.suppress(Exception):
+                ray.kill(actor)
+            return
+        if self._closed:
+            ray.kill(actor)
+            return
+        self.nodes[node_id] = NodeState(node_id, actor, info["host"], int(info["capacity"]))
+        log.info(
+            "sandbox node %s (%s, %s): %d sandboxes",
+            info["host"],
+            node_id[:12],
+            info["backend"],
+            info["capacity"],
+        )
+        self._freed.set()
+
+    async def _revive_loop(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self.config.revive_interval_s)
+            try:
+                await self._discover()
+            except Exception as e:  # Ray's control plane unreachable for a moment: try again
+                log.warning("looking for sandbox nodes failed: %s", e)
+
+    def is_live(self, node: Any) -> bool:
+        """Whether `node` is still the live entry of its node (not lost, not replaced)."""
+        return bool(node.up) and self.nodes.get(node.node_id) is node
+
+    def node_lost(self, node: Any, error: BaseException) -> None:
+        """Stop placing on `node` until an actor starts there again."""
+        if node.up:
+            node.up = False
+            self.lost.append((node.node_id, time.monotonic()))
+            log.warning(
+                "sandbox node %s (%s) lost (%s): nothing is placed there until its actor is back",
+                node.host,
+                node.node_id[:12],
+                type(error).__name__,
+            )
+            with contextlib.suppress(Exception):
+                ray.kill(node.actor)
+        self._freed.set()
+
+    def _place(self, key: str) -> NodeState | None:
+        room = [n for n in self.nodes.values() if n.up and n.free() > 0]
+        if not room:
+            return None
+        node = max(room, key=lambda n: (n.warm[key] > 0, n.free()))
+        if node.warm[key] > 0:
+            node.warm[key] -= 1
+        node.leased += 1
+        return node
+
+    # ---- acquire / release --------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def acquire(
+        self, spec: SandboxSpec | None = None, timeout: float | None = None
+    ) -> AsyncIterator[RemoteSandbox]:
+        """Lend a ready sandbox for `spec` on some node; it is reset there on exit."""
+        sb = await self.checkout(spec or SandboxSpec(), timeout)
+        failed: BaseException | None = None
+        try:
+            yield sb
+        except BaseException as e:
+            failed = e
+            raise
+        finally:
+            self.checkin(sb, broken=isinstance(failed, SandboxCrashed))
+
+    async def checkout(self, spec: SandboxSpec, timeout: float | None = None) -> RemoteSandbox:
+        """Take a sandbox on the node with most room; pair with `checkin`. Prefer `acquire`."""
+        if self._closed:
+            raise PoolClosed("pool is closed")
+        await self.start()
+        start = time.monotonic()
+        deadline = start + (timeout if timeout is not None else self.config.acquire_timeout_s)
+        while True:
+            if self._closed:
+                raise PoolClosed("pool was closed while waiting")
+            remaining = deadline - time.monotonic()
+            node = self._place(spec.key())
+            if node is None:
+                if remaining <= 0:
+                    raise PoolTimeout(self._full_message(time.monotonic() - start))
+                self._freed.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(remaining, self.config.revive_interval_s)):
+                        await self._freed.wait()
+                continue
+            ref = node.actor.checkout.remote(spec, max(remaining, 1.0))
+            try:
+                lease, sandbox_id = await ref
+            except asyncio.CancelledError:
+                self._spawn(self._return_late(node, ref, spec), self._returns)
+                raise
+            except NODE_LOST as e:
+                self.node_lost(node, e)  # nothing was lent yet: place the acquire elsewhere
+                continue
+            except rx.RayTaskError as e:
+                self._release_slot(node)
+                raise cause_of(e) from None
+            except BaseException:
+                self._release_slot(node)
+                raise
+            return RemoteSandbox(self, node, lease, sandbox_id, spec)
+
+    async def _return_late(self, node: NodeState, ref: Any, spec: SandboxSpec) -> None:
+        """Check in a lease whose acquirer was cancelled before the node answered."""
+        with contextlib.suppress(Exception):
+            lease, sandbox_id = await ref
+            self.checkin(RemoteSandbox(self, node, lease, sandbox_id, spec))
+            return
+        self._release_slot(node)
+
+    def _full_message(self, waited: float) -> str:
+        up = [n for n in self.nodes.values() if n.up]
+        return (
+            f"no sandbox free on any node after {waited:.1f}s ({len(up)} of {len(self.nodes)} nodes up, "
+            f"{sum(n.leased for n in up)} of {sum(n.capacity for n in up)} leased): add sandbox nodes, "
+            "raise pool.max_size per node, or the acquire timeout"
+        )
+
+    def _release_slot(self, node: NodeState) -> None:
+        if self.is_live(node):
+            node.leased -= 1
+        self._freed.set()
+
+    def checkin(self, sb: RemoteSandbox, broken: bool = False) -> None:
+        """Give a sandbox back: its node resets it in place, or replaces it if `broken`."""
+        if sb.returned:
+            return
+        sb.returned = True
+        node = cast(NodeState, sb.node)
+        if self.is_live(node):
+            if not broken:
+                node.warm[sb.spec.key()] += 1
+            ref: Any = node.actor.checkin.remote(sb.lease, broken)
+            with contextlib.suppress(RuntimeError):  # no running loop: Ray sends it anyway
+                asyncio.get_running_loop()
+                self._spawn(self._quietly(node, ref), self._returns)
+        self._release_slot(node)
+
+    # ---- waiting and numbers --------------------------------------------------------------
+    async def drain(self) -> None:
+        """Wait until every node's background resets and replacements have finished."""
+        await asyncio.gather(*self._returns, return_exceptions=True)
+        live = [n for n in self.nodes.values() if n.up]
+        await asyncio.gather(*(self._quietly(n, n.actor.drain.remote()) for n in live))
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "nodes": {
+                n.node_id: {"host": n.host, "up": n.up, "capacity": n.capacity, "leased": n.leased}
+                for n in self.nodes.values()
+            },
+            "in_use": sum(n.leased for n in self.nodes.values() if n.up),
+            "lost": len(self.lost),
+        }
