@@ -37,6 +37,21 @@ from .latency import LatencyStats
 log = logging.getLogger(__name__)
 
 
+@contextlib.asynccontextmanager
+async def lend(pool: Any, spec: SandboxSpec | None, timeout: float | None) -> AsyncIterator[Any]:
+    """checkout → use → checkin, the sandbox marked broken when it crashed: how every pool
+    (this one, `RaySandboxPool`) lends a sandbox through `acquire`."""
+    sb = await pool.checkout(spec or SandboxSpec(), timeout)
+    failed: BaseException | None = None
+    try:
+        yield sb
+    except BaseException as e:
+        failed = e
+        raise
+    finally:
+        pool.checkin(sb, broken=isinstance(failed, SandboxCrashed))
+
+
 class PoolConfig(BaseModel):
     """Pool settings (`pool.*` in the Hydra config)."""
 
@@ -113,16 +128,8 @@ class SandboxPool:
         self, spec: SandboxSpec | None = None, timeout: float | None = None
     ) -> AsyncIterator[Sandbox]:
         """Lend a ready sandbox for `spec`; it is reset and returned to the pool on exit."""
-        spec = spec or SandboxSpec()
-        sb = await self.checkout(spec, timeout)
-        failed: BaseException | None = None
-        try:
+        async with lend(self, spec, timeout) as sb:
             yield sb
-        except BaseException as e:
-            failed = e
-            raise
-        finally:
-            self.checkin(sb, broken=isinstance(failed, SandboxCrashed))
 
     async def checkout(self, spec: SandboxSpec, timeout: float | None = None) -> Sandbox:
         """Take a sandbox out of the pool; pair with `checkin`. Prefer `acquire`."""

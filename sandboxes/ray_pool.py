@@ -38,8 +38,8 @@ from ray import exceptions as rx
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .base import SandboxSpec
-from .errors import PoolClosed, PoolTimeout, SandboxCrashed, SandboxUnavailable
-from .pool import PoolConfig
+from .errors import PoolClosed, PoolTimeout, SandboxUnavailable
+from .pool import PoolConfig, lend
 from .ray_node import SandboxNode
 from .ray_sandbox import NODE_LOST, RemoteSandbox, cause_of
 
@@ -259,15 +259,8 @@ class RaySandboxPool:
         self, spec: SandboxSpec | None = None, timeout: float | None = None
     ) -> AsyncIterator[RemoteSandbox]:
         """Lend a ready sandbox for `spec` on some node; it is reset there on exit."""
-        sb = await self.checkout(spec or SandboxSpec(), timeout)
-        failed: BaseException | None = None
-        try:
+        async with lend(self, spec, timeout) as sb:
             yield sb
-        except BaseException as e:
-            failed = e
-            raise
-        finally:
-            self.checkin(sb, broken=isinstance(failed, SandboxCrashed))
 
     async def checkout(self, spec: SandboxSpec, timeout: float | None = None) -> RemoteSandbox:
         """Take a sandbox on the node with most room; pair with `checkin`. Prefer `acquire`."""
