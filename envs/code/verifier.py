@@ -37,10 +37,13 @@ MAX_PATCH_BYTES = 8 * 1024 * 1024
 GIT_ENV = dict(GIT_INERT_ENV)
 GIT_OFF = " ".join(shlex.quote(arg) for arg in GIT_INERT_ARGS)
 # The diff goes through a temporary index so the agent's own is untouched; untracked files
-# are part of a fix, caches are not.
+# are part of a fix, caches are not. The copy's mtime is set to 1 s past the epoch so git
+# treats every entry as racily clean and reads each file's content: a fresh copy's mtime is
+# "now", so git would otherwise trust stat data that an edit within the second of the task's
+# own commit (same size, same inode, same mtime second) leaves unchanged, and miss the edit.
 _DIFF = (
     r"""idx=/tmp/.arborl-patch-index.$$
-rm -f "$idx"; [ -f .git/index ] && cp .git/index "$idx"
+rm -f "$idx"; [ -f .git/index ] && cp .git/index "$idx" && touch -m -d @1 "$idx"
 export GIT_INDEX_FILE="$idx"
 git GIT_OFF add -A -- . ':(exclude,glob)**/__pycache__/**' ':(exclude,glob)**/*.pyc' \
   ':(exclude,glob)**/.pytest_cache/**' >/dev/null 2>&1
