@@ -53,15 +53,16 @@ def variations() -> dict[str, dict[str, Any]]:
     return dict(data["tasks"])
 
 
-def read_from_package(suite_variations: int = 3) -> dict[str, dict[str, Any]]:
-    """The lists as the simulator gives them (starts a JVM; minutes), with the gold sequence
-    lengths of the first `suite_variations` test variations of each type."""
+def read_from_package(suite_variations: int = 3, names: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The lists as the simulator gives them (starts a JVM; minutes for all 30 types), with the
+    gold sequence lengths of the first `suite_variations` test variations of each type; only
+    the types in `names` when given."""
     from scienceworld import ScienceWorldEnv
 
     game = ScienceWorldEnv("")
     try:
         out: dict[str, dict[str, Any]] = {}
-        for name in game.get_task_names():
+        for name in names if names is not None else game.get_task_names():
             game.load(name, 0, "")
             out[name] = {
                 "max_variations": int(game.get_max_variations(name)),
