@@ -18,6 +18,7 @@ from typing import Any, Literal
 from omegaconf import OmegaConf
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from arborl.agents.context import ContextMode
 from arborl.agents.tiny import TinyModelConfig
 from arborl.agents.tree import TreeConfig
 
@@ -79,6 +80,12 @@ class RolloutConfig(_Strict):
     max_turns: int = Field(4, ge=1)
     max_new_tokens: int = Field(64, ge=1, description="per turn")
     max_context_tokens: int = Field(1024, ge=2)
+    context: ContextMode = Field(
+        "truncate",
+        description="past max_context_tokens: end the episode (truncate), drop the oldest turns "
+        "(sliding_window) or have the policy summarise (summarize); each context is a segment, "
+        "all trained with the episode's advantage",
+    )
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     tree: TreeConfig | None = Field(
