@@ -64,3 +64,12 @@ def test_a_run_trains_every_segment_of_episodes_longer_than_the_window(tmp_path,
         assert all(len(s) <= 110 for s in segs)
     summaries = [s for s in stored if s.metrics.get("summary")]
     assert bool(summaries) == (mode == "summarize")
+
+
+def test_impossible_context_settings_are_refused_when_the_config_loads(tmp_path):
+    with pytest.raises(
+        ValueError, match=r"rollout\.max_new_tokens \(64\) below rollout\.max_context_tokens \(64\)"
+    ):
+        config(tmp_path, rollout={"context": "summarize", "max_new_tokens": 64, "max_context_tokens": 64})
+    with pytest.raises(ValueError, match=r"rollout\.tree with rollout\.context='sliding_window'"):
+        config(tmp_path, rollout={"context": "sliding_window", "tree": {}})

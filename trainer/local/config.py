@@ -92,6 +92,22 @@ class RolloutConfig(_Strict):
         None, description="tree rollouts: a group is one tree's leaves (tree.leaves replaces group_size)"
     )
 
+    @model_validator(mode="after")
+    def _context_can_change(self) -> RolloutConfig:
+        if self.tree is not None and self.context != "truncate":
+            raise ValueError(
+                f"rollout.tree with rollout.context={self.context!r}: a tree's leaves share their "
+                "prefix turns, which a new context would split into segments of several episodes; "
+                "use rollout.context=truncate with trees (or no tree)"
+            )
+        if self.context != "truncate" and self.max_new_tokens >= self.max_context_tokens:
+            raise ValueError(
+                f"rollout.context={self.context!r} needs rollout.max_new_tokens ({self.max_new_tokens}) "
+                f"below rollout.max_context_tokens ({self.max_context_tokens}): a new context must "
+                "hold the opening prompt and a reply"
+            )
+        return self
+
 
 class AsyncConfig(_Strict):
     mode: Literal["async", "sync"] = Field(
