@@ -21,8 +21,9 @@ Budgets: `max_turns` (then the env scores the current state: `truncation="max_tu
 `max_new_tokens` per turn, and `max_context_tokens` for the whole sequence. With
 `context="truncate"` (the default) an observation that would not leave room for a reply ends
 the episode with `truncation="context_overflow"`, and is not kept; `"sliding_window"` and
-`"summarize"` go on in a new context instead, each a new segment (`arborl.agents.context`). An env or engine error ends the episode with `truncation="env_error"` /
-`"engine_error"` and `error` set; the sandbox lease always goes back.
+`"summarize"` go on in a new context instead, each a new segment (`arborl.agents.context`;
+`AgentEpisode.segments`). An env or engine error ends the episode with
+`truncation="env_error"` / `"engine_error"` and `error` set; the sandbox lease always goes back.
 """
 
 from __future__ import annotations
