@@ -31,9 +31,11 @@ class Talker(TextEnv):
         return Step("go on " * 6, reward=float(done and self.first % 2 == 0), terminated=done)
 
 
+register_env("test/Talker-v0", Talker, force=True)
+
+
 @pytest.mark.parametrize("mode", ["sliding_window", "summarize"])
 def test_a_run_trains_every_segment_of_episodes_longer_than_the_window(tmp_path, mode):
-    register_env("test/Talker-v0", Talker, force=True)
     run = tmp_path / mode
     cfg = config(
         run,
