@@ -18,10 +18,12 @@ the policy version that sampled it) and so that tree rollouts can fork an episod
 boundary (`fork`, by replaying the prefix's actions in a fresh env).
 
 Budgets: `max_turns` (then the env scores the current state: `truncation="max_turns"`),
-`max_new_tokens` per turn, and `max_context_tokens` for the whole sequence (an observation
-that would not leave room for a reply ends the episode with `truncation="context_overflow"`,
-and is not kept). An env or engine error ends the episode with `truncation="env_error"` /
-`"engine_error"` and `error` set; the sandbox lease always goes back.
+`max_new_tokens` per turn, and `max_context_tokens` for the whole sequence. With
+`context="truncate"` (the default) an observation that would not leave room for a reply ends
+the episode with `truncation="context_overflow"`, and is not kept; `"sliding_window"` and
+`"summarize"` go on in a new context instead, each a new segment (`arborl.agents.context`;
+`AgentEpisode.segments`). An env or engine error ends the episode with
+`truncation="env_error"` / `"engine_error"` and `error` set; the sandbox lease always goes back.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from arborl.envs import afinish, arelease, areset, astep
 from arborl.envs.episodes import on_envs
@@ -43,6 +45,7 @@ from arborl.envs.spaces import observation_messages
 from arborl.tasks import Policy
 
 from .chat import TokenizedChat, check_append_only
+from .context import SUMMARY_PROMPT, ContextMode, Entry, check_prompt_fits, fit, joined
 from .engines import Generation, InferenceEngine, SamplingParams
 from .trajectory import Trajectory, Turn
 
@@ -65,6 +68,28 @@ class AgentConfig(BaseModel):
     strict_template: bool = Field(
         False, description="refuse chat templates that are not append-only instead of warning"
     )
+    context: ContextMode = Field(
+        "truncate",
+        description="past max_context_tokens: end the episode (truncate), drop the oldest turns "
+        "(sliding_window), or have the policy summarise the episode so far (summarize); "
+        "each new context is a new segment",
+    )
+    summary_prompt: str = Field(
+        SUMMARY_PROMPT, min_length=1, description="the user message asking for a summary"
+    )
+    summary_max_tokens: int | None = Field(
+        None, ge=1, description="tokens a summary may have (max_new_tokens)"
+    )
+
+    @model_validator(mode="after")
+    def _window_holds_a_reply(self) -> AgentConfig:
+        if self.context != "truncate" and self.max_new_tokens >= self.max_context_tokens:
+            raise ValueError(
+                f"context={self.context!r} needs max_new_tokens ({self.max_new_tokens}) below "
+                f"max_context_tokens ({self.max_context_tokens}): a new context must hold the "
+                "opening prompt and a reply"
+            )
+        return self
 
 
 @dataclass
@@ -82,16 +107,30 @@ class EpisodeState:
     seed: int | None = None
     done: bool = False
     error: str | None = None
+    # a context is `base` (the opening prompt's ids) + `window` (see arborl.agents.context)
+    base: list[int] = field(default_factory=list)
+    window: list[Entry] = field(default_factory=list)
+    segments: list[Trajectory] = field(default_factory=list)  # earlier segments, in order
+
+
+@dataclass
+class _Overflow:
+    """The turn whose observation did not fit, and that observation (messages, ids)."""
+
+    turn: Turn
+    messages: list[dict[str, Any]]
+    ids: list[int]
 
 
 @dataclass
 class AgentEpisode:
     """A finished episode: the trajectory for training plus what eval and logs show."""
 
-    trajectory: Trajectory
+    trajectory: Trajectory  # the last segment (the whole episode unless its context changed)
     messages: list[dict[str, Any]]
     infos: list[dict[str, Any]]
     error: str | None = None
+    segments: list[Trajectory] = field(default_factory=list)  # every segment, in order
 
 
 class Agent:
@@ -176,8 +215,22 @@ class Agent:
         traj = Trajectory(prompt_ids=list(chat.ids), task_id=str(info.get("task_id", "")), group_id=group_id)
         traj.metrics["reset_s"] = time.perf_counter() - start
         state = EpisodeState(
-            env, task, chat, traj, list(messages), [info], observations=[messages], seed=seed
+            env,
+            task,
+            chat,
+            traj,
+            list(messages),
+            [info],
+            observations=[messages],
+            seed=seed,
+            base=list(chat.ids),
         )
+        if self.config.context != "truncate":
+            try:
+                check_prompt_fits(len(chat.ids), self.config.max_context_tokens, self.config.context)
+            except BaseException:
+                await arelease(env)
+                raise
         if len(chat.ids) >= self.config.max_context_tokens:
             await self._end(state, truncation="context_overflow")
         return state
@@ -185,7 +238,7 @@ class Agent:
     def can_step(self, state: EpisodeState) -> bool:
         """Whether `step` would sample another turn (not ended, under `max_turns`): a
         state that cannot is no place to branch from."""
-        return not state.done and len(state.trajectory.turns) < self.config.max_turns
+        return not state.done and len(state.actions) < self.config.max_turns
 
     async def step(
         self,
@@ -242,6 +295,9 @@ class Agent:
             list(state.observations),
             state.seed,
             state.done,
+            base=state.base,
+            window=list(state.window),
+            segments=list(state.segments),
         )
 
     async def finish(self, state: EpisodeState) -> AgentEpisode:
@@ -249,9 +305,10 @@ class Agent:
         if not state.done:
             await self._end(state, truncation="stopped")
         await arelease(state.env)
-        traj = state.trajectory
-        traj.metrics.update(_episode_metrics(traj, state.infos))
-        return AgentEpisode(traj, state.messages, state.infos, state.error)
+        segments = _segments(state)
+        traj = segments[-1]
+        traj.metrics.update(_episode_metrics(segments, state.infos))
+        return AgentEpisode(traj, state.messages, state.infos, state.error, segments)
 
     async def fork(self, state: EpisodeState, env: gymnasium.Env) -> EpisodeState:
         """A copy of a running episode in `env` (a fresh env of the same kind): reset on the
@@ -341,12 +398,80 @@ class Agent:
             await self._end(state, truncation=reason, terminated=bool(terminated), finish_env=False)
             return
         added = state.chat.append_messages(msgs)
-        if self._room(state) < 1:
+        if self._room(state) < (1 if self.config.context == "truncate" else self.config.max_new_tokens):
             # No room left for a reply: the observation is not kept (the model never saw it).
             del state.chat.ids[len(state.chat.ids) - len(added) :]
-            await self._end(state, truncation="context_overflow")
+            if self.config.context == "truncate":
+                await self._end(state, truncation="context_overflow")
+            else:
+                await self._new_context(state, _Overflow(turn, msgs, added))
             return
         turn.observation_ids = added
+        state.window.append((ids, added))
+
+    async def _new_context(self, state: EpisodeState, over: _Overflow) -> None:
+        """Go on past the context budget (sliding window or summary) in a new segment, whose
+        prompt is the new context; end with `context_overflow` if even that cannot fit."""
+        if self.config.context == "summarize":
+            window = await self._summarize(state, over)
+            if window is None:
+                return
+        else:
+            limit = self.config.max_context_tokens - self.config.max_new_tokens
+            window = fit(state.base, [*state.window, (over.turn.response_ids, over.ids)], limit)
+        self._restart(state, window)
+        if self._room(state) < 1:
+            await self._end(state, truncation="context_overflow")
+
+    def _restart(self, state: EpisodeState, window: list[Entry]) -> None:
+        """Close the current segment and open one whose prompt is ``base + window``."""
+        ids = joined(state.base, window)
+        old = state.trajectory
+        if old.turns:
+            state.segments.append(old)
+        state.trajectory = Trajectory(prompt_ids=list(ids), task_id=old.task_id, group_id=old.group_id)
+        state.chat.ids, state.window = list(ids), list(window)
+        state.chat.last_response, state.chat.awaiting_response = list(window[-1][0]), True
+
+    async def _summarize(self, state: EpisodeState, over: _Overflow) -> list[Entry] | None:
+        """Have the policy summarise the episode (a segment of its own); the window to go on
+        with is that summary and the observation that overflowed. None if the episode ended."""
+        cfg = self.config
+        state.chat.awaiting_response = False  # the overflowing observation was taken back
+        ask = state.chat.append_messages([{"role": "user", "content": cfg.summary_prompt}])
+        budget = min(cfg.summary_max_tokens or cfg.max_new_tokens, cfg.max_new_tokens)
+        window = fit(
+            state.base, [*state.window, (over.turn.response_ids, ask)], cfg.max_context_tokens - budget
+        )
+        self._restart(state, window)
+        room = min(budget, self._room(state))
+        if room < 1:
+            await self._end(state, truncation="context_overflow")
+            return None
+        sampling = cfg.sampling.model_copy(update={"n": 1, "max_new_tokens": room})
+        try:
+            gen = (await self.engine.generate([state.chat.ids], sampling))[0]
+        except Exception as e:
+            log.warning("summary generation failed: %s: %s", type(e).__name__, e)
+            await self._end(state, truncation="engine_error", error=f"{type(e).__name__}: {e}")
+            return None
+        summary = [int(t) for t in gen.token_ids]
+        state.trajectory.turns.append(
+            Turn(
+                response_ids=summary,
+                response_logprobs=[float(x) for x in gen.logprobs],
+                policy_versions=[self.version_offset + v for v in gen.versions],
+                response_entropies=list(gen.entropies or []),
+                finish_reason=gen.finish_reason,
+                gen_s=gen.latency_s,
+            )
+        )
+        state.trajectory.metrics["summary"] = 1.0
+        # the episode goes on from the opening prompt + the summary, then what overflowed
+        state.chat.ids = list(state.base)
+        state.chat.awaiting_response = True
+        state.chat.append_response(summary)
+        return [(summary, state.chat.append_messages(over.messages))]
 
     def _room(self, state: EpisodeState) -> int:
         """Tokens the episode may still add (context and response budgets)."""
@@ -366,20 +491,27 @@ class Agent:
         finish_env: bool = True,
     ) -> None:
         """Mark the episode over; when a budget (not the env) ended it, let the env score it."""
-        traj = state.trajectory
+        turns = [t for s in _segments(state) if not _is_summary(s) for t in s.turns]
         if finish_env:
             try:
                 bonus, extra = await afinish(state.env)
             except Exception as e:
                 log.warning("scoring the cut episode failed: %s: %s", type(e).__name__, e)
                 bonus, extra = 0.0, {"finish_error": f"{type(e).__name__}: {e}"}
-            if traj.turns:
-                traj.turns[-1].reward += float(bonus)
+            if turns:
+                turns[-1].reward += float(bonus)
             if extra.get("sandbox_fault"):  # the sandbox failed while the env scored the episode
                 truncation = str(extra["truncated_by"])
             state.infos.append({**dict(extra), "truncated_by": truncation})
-        traj.outcome_reward = float(sum(t.reward for t in traj.turns))
-        traj.terminated, traj.truncation = terminated, None if terminated else truncation
+        segments = _segments(state)
+        eid = segments[0].episode_id or segments[0].traj_id
+        for i, traj in enumerate(segments):  # every segment carries the episode's outcome
+            traj.outcome_reward = float(sum(t.reward for t in turns))
+            traj.terminated, traj.truncation = terminated, None if terminated else truncation
+            if len(segments) > 1:
+                traj.episode_id = eid
+                traj.traj_id = f"{eid}-s{i}"
+                traj.metrics.update(segment=float(i), segments=float(len(segments)))
         state.done, state.error = True, error
 
     def _check_template(self, tools: Any) -> None:
@@ -399,18 +531,33 @@ class ForkMismatch(RuntimeError):
     """Replaying an episode's actions in a fresh env did not reproduce it."""
 
 
-def _episode_metrics(traj: Trajectory, infos: list[Mapping[str, Any]]) -> dict[str, float]:
+def _is_summary(traj: Trajectory) -> bool:
+    return bool(traj.metrics.get("summary"))
+
+
+def _segments(state: EpisodeState) -> list[Trajectory]:
+    """The episode's segments so far; a last one left with no turn (the episode ended right
+    after its context changed) has nothing to train and is left out."""
+    last = state.trajectory
+    return [*state.segments, last] if last.turns or not state.segments else list(state.segments)
+
+
+def _episode_metrics(segments: list[Trajectory], infos: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     calls = [c for info in infos for c in (info.get("tool_calls") or [])]
+    turns = [t for s in segments if not _is_summary(s) for t in s.turns]
+    everything = [t for s in segments for t in s.turns]  # summaries were sampled too
     return {
-        "turns": float(len(traj.turns)),
-        "response_tokens": float(traj.num_response_tokens),
-        "total_tokens": float(len(traj)),
-        "success": float(traj.outcome_reward > 0),
+        "turns": float(len(turns)),
+        "response_tokens": float(sum(len(t.response_ids) for t in everything)),
+        "total_tokens": float(sum(len(s) for s in segments)),
+        "success": float(segments[-1].outcome_reward > 0),
         "tool_calls": float(len(calls)),
         "tool_errors": float(sum(not c.get("ok") for c in calls)),
         "format_errors": float(sum(bool(info.get("format_error")) for info in infos)),
-        "gen_s": float(sum(t.gen_s for t in traj.turns)),
-        "env_s": float(sum(t.env_s for t in traj.turns)),
+        "gen_s": float(sum(t.gen_s for t in everything)),
+        "env_s": float(sum(t.env_s for t in turns)),
+        "segments": float(len(segments)),
+        "summaries": float(sum(_is_summary(s) for s in segments)),
     }
 
 

@@ -35,10 +35,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = (
-    4  # v2 tree_path, v3 Turn.anchor_state_hash and response_entropies, v4 Turn.anchor_observation
-)
-READABLE_VERSIONS = (1, 2, 3, 4)
+#: v2 tree_path, v3 Turn.anchor_state_hash and response_entropies, v4 Turn.anchor_observation,
+#: v5 Trajectory.episode_id
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 
 @dataclass(slots=True)
@@ -91,6 +91,10 @@ class Trajectory:
     truncation: str | None = None  # max_turns | max_tokens | context_overflow | env_error | None
     metrics: dict[str, float] = field(default_factory=dict)
     tree_path: list[int] = field(default_factory=list)  # a tree leaf's node id per turn; [] otherwise
+    #: The episode this trajectory is a segment of, when the episode has several segments (its
+    #: context was rewritten: a sliding window, a summary, a harness that rewrote history);
+    #: "" when the trajectory is the whole episode. See `episode_view`.
+    episode_id: str = ""
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + sum(len(t.response_ids) + len(t.observation_ids) for t in self.turns)
@@ -267,6 +271,35 @@ def join_turns(parts: Sequence[Turn]) -> Turn:
     )
 
 
+def episodes_of(trajectories: Sequence[Trajectory]) -> list[list[int]]:
+    """Indices of `trajectories` grouped by episode (segments sharing an `episode_id`, in
+    order; a trajectory without one is an episode of its own), in order of first appearance."""
+    out: dict[str, list[int]] = {}
+    for i, t in enumerate(trajectories):
+        out.setdefault(t.episode_id or f"\0{i}", []).append(i)
+    return list(out.values())
+
+
+def episode_view(segments: Sequence[Trajectory]) -> Trajectory:
+    """One episode's segments as one trajectory, for credit assignment only: the first
+    segment's prompt, then every segment's turns in order (later segments' prompts, which
+    repeat context, are left out). Its turn k is turn k of the concatenated segments, so a
+    turn-level estimator sees the episode's whole sequence of turns, and a group estimator
+    (GRPO) counts the episode once, not once per segment."""
+    first, last = segments[0], segments[-1]
+    return Trajectory(
+        prompt_ids=list(first.prompt_ids),
+        turns=[turn for s in segments for turn in s.turns],
+        task_id=first.task_id,
+        group_id=first.group_id,
+        traj_id=first.episode_id or first.traj_id,
+        outcome_reward=last.outcome_reward,
+        terminated=last.terminated,
+        truncation=last.truncation,
+        metrics=dict(last.metrics),
+    )
+
+
 # ---- Parquet ----------------------------------------------------------------------------------
 _TURN = pa.struct(
     [
@@ -297,6 +330,7 @@ SCHEMA = pa.schema(
         ("truncation", pa.string()),
         ("metrics", pa.map_(pa.string(), pa.float64())),
         ("tree_path", pa.list_(pa.int32())),
+        ("episode_id", pa.string()),
     ],
     metadata={b"arborl.trajectory_schema": str(SCHEMA_VERSION).encode()},
 )
@@ -314,6 +348,7 @@ def _row(t: Trajectory) -> dict[str, Any]:
         "truncation": t.truncation,
         "metrics": list(t.metrics.items()),
         "tree_path": t.tree_path,
+        "episode_id": t.episode_id,
     }
 
 
@@ -352,5 +387,6 @@ def read_trajectories(paths: str | Path | Iterable[str | Path]) -> list[Trajecto
             ]
             row["metrics"] = dict(row["metrics"] or [])
             row["tree_path"] = list(row.get("tree_path") or [])
+            row["episode_id"] = row.get("episode_id") or ""
             out.append(Trajectory(turns=turns, **row))
     return out

@@ -13,7 +13,8 @@ segments, each an ordinary token-exact `Trajectory`::
 A call continues the segment whose last prompt + completion its prompt extends token for
 token (the longest such tail when several do: concurrent sub-conversations of one
 episode stay apart); any other call starts a new segment. Every segment is trained on its
-own with the episode's reward (`Episode.trajectories`).
+own with the episode's reward (`Episode.trajectories`); all share the episode's id as their
+`episode_id`, so the trainer assigns credit per episode, not per segment.
 
 Episode ids are capabilities: unguessable (uuid4), given out by the trainer, so a harness
 that knows its own id cannot write into another episode. The store is guarded by one
@@ -90,6 +91,7 @@ class Segment:
             task_id=episode.task_id,
             group_id=episode.group_id,
             traj_id=f"{episode.id}-{index}",
+            episode_id=episode.id,  # the trainer credits the episode once, over its segments
             outcome_reward=episode.reward or 0.0,
             terminated=episode.reward is not None,
             metrics={"segment": float(index), "segments": float(len(episode.segments))},

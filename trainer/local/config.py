@@ -18,6 +18,7 @@ from typing import Any, Literal
 from omegaconf import OmegaConf
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from arborl.agents.context import ContextMode
 from arborl.agents.tiny import TinyModelConfig
 from arborl.agents.tree import TreeConfig
 
@@ -79,11 +80,33 @@ class RolloutConfig(_Strict):
     max_turns: int = Field(4, ge=1)
     max_new_tokens: int = Field(64, ge=1, description="per turn")
     max_context_tokens: int = Field(1024, ge=2)
+    context: ContextMode = Field(
+        "truncate",
+        description="past max_context_tokens: end the episode (truncate), drop the oldest turns "
+        "(sliding_window) or have the policy summarise (summarize); each context is a segment, "
+        "all trained with the episode's advantage",
+    )
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     tree: TreeConfig | None = Field(
         None, description="tree rollouts: a group is one tree's leaves (tree.leaves replaces group_size)"
     )
+
+    @model_validator(mode="after")
+    def _context_can_change(self) -> RolloutConfig:
+        if self.tree is not None and self.context != "truncate":
+            raise ValueError(
+                f"rollout.tree with rollout.context={self.context!r}: a tree's leaves share their "
+                "prefix turns, which a new context would split into segments of several episodes; "
+                "use rollout.context=truncate with trees (or no tree)"
+            )
+        if self.context != "truncate" and self.max_new_tokens >= self.max_context_tokens:
+            raise ValueError(
+                f"rollout.context={self.context!r} needs rollout.max_new_tokens ({self.max_new_tokens}) "
+                f"below rollout.max_context_tokens ({self.max_context_tokens}): a new context must "
+                "hold the opening prompt and a reply"
+            )
+        return self
 
 
 class AsyncConfig(_Strict):

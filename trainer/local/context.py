@@ -162,8 +162,9 @@ class RunContext:
         """The sampling agent (rollouts) and the greedy one (evaluations) over the engine."""
         ro = self.cfg.rollout
         sampling = SamplingParams(temperature=ro.temperature, top_p=ro.top_p)
-        budgets = {"max_turns": ro.max_turns, "max_new_tokens": ro.max_new_tokens}
+        budgets: dict[str, Any] = {"max_turns": ro.max_turns, "max_new_tokens": ro.max_new_tokens}
         budgets["max_context_tokens"] = ro.max_context_tokens
+        budgets["context"] = ro.context
         self.agent = Agent(self.engine, self.tokenizer, AgentConfig(sampling=sampling, **budgets))
         self.greedy = Agent(
             self.engine, self.tokenizer, AgentConfig(sampling=SamplingParams(temperature=0), **budgets)

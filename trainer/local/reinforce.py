@@ -23,15 +23,15 @@ from collections import Counter
 import torch
 
 from arborl.agents import Trajectory
-from arborl.agents.credit import compute_advantages
 from arborl.agents.credit.anchors import batch_anchor_stats, similarity_thresh_of
-from arborl.trainer.dataproto import trajectories_to_dataproto
+from arborl.agents.trajectory import episodes_of
 
 from .budget import Pacer
 from .buffer import Group, TakeStats
 from .context import RunContext
 from .progress import PhaseBar
 from .rollout import RolloutManager, dispatch_limit, max_in_flight
+from .segments import credited_batch
 
 
 class Reinforce:
@@ -159,13 +159,16 @@ class Reinforce:
             "batch/uniform_groups": float(dropped),
             "batch/uniform_group_fraction": uniform / max(1, len(groups)),
             "batch/trajectories": float(len(trajs)),
+            "batch/episodes": float(len(episodes_of(trajs))),
             **self.anchor_metrics([t for g in groups for t in g.trajectories]),
         }
         if not trajs:
             return metrics  # no learning signal in this batch: the weights stay as they are
-        data = trajectories_to_dataproto(trajs, ctx.tokenizer.pad_token_id)
-        adv, _ = compute_advantages(data, algorithm.estimator, **algorithm.estimator_options)
-        data.batch["advantages"] = adv * torch.tensor(weights).unsqueeze(1)
+        # an episode of several segments is credited once, each segment trained with it
+        data = credited_batch(
+            trajs, ctx.tokenizer.pad_token_id, algorithm.estimator, **algorithm.estimator_options
+        )
+        data.batch["advantages"] = data.batch["advantages"] * torch.tensor(weights).unsqueeze(1)
         mask = data.batch["response_mask"].bool()
         metrics["batch/advantage_abs_mean"] = (
             float(data.batch["advantages"][mask].abs().mean()) if mask.any() else 0.0
@@ -190,15 +193,18 @@ class Reinforce:
         self, groups: list[Group], stats: TakeStats, wait_s: float, train_s: float, manager: RolloutManager
     ) -> dict[str, float]:
         """What a step logs of its batch: rewards, turns, tokens, staleness, timings."""
-        trajs = [t for g in groups for t in g.trajectories]
+        rows = [t for g in groups for t in g.trajectories]
+        # per episode: its last segment carries the episode's metrics (segments add up)
+        trajs = [rows[e[-1]] for e in episodes_of(rows)]
         n = max(1, len(trajs))
-        tokens = sum(t.num_response_tokens for t in trajs)
+        tokens = sum(t.num_response_tokens for t in rows)
         truncations = Counter(t.truncation for t in trajs if t.truncation)
         out = {
             "rollout/reward": sum(t.outcome_reward for t in trajs) / n,
             "rollout/success": sum(t.outcome_reward > 0 for t in trajs) / n,
-            "rollout/turns": sum(len(t.turns) for t in trajs) / n,
+            "rollout/turns": sum(t.metrics.get("turns", len(t.turns)) for t in trajs) / n,
             "rollout/response_tokens": tokens / n,
+            "rollout/segments": len(rows) / n,
             "rollout/gen_s": sum(t.metrics.get("gen_s", 0.0) for t in trajs) / n,
             "rollout/env_s": sum(t.metrics.get("env_s", 0.0) for t in trajs) / n,
             "rollout/tool_errors": sum(t.metrics.get("tool_errors", 0.0) for t in trajs) / n,

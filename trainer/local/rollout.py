@@ -5,7 +5,8 @@
     runner = asyncio.create_task(manager.run())
 
 A *group* is `group_size` episodes of one task (index ``i`` of the task stream), run
-concurrently on one event loop (no process per env). When all of them end, the group is
+concurrently on one event loop (no process per env). An episode whose context changed
+(sliding window, summary) is several trajectories, its segments, sharing an `episode_id`. When all of them end, the group is
 written to the store (so a crash loses nothing collected) and put in the buffer.
 
 How many groups may be started is `limit()` (total indices dispatched), which is how the
@@ -43,6 +44,7 @@ from typing import Any
 import gymnasium
 
 from arborl.agents import Agent, Trajectory
+from arborl.agents.trajectory import episodes_of
 from arborl.agents.tree import TreeConfig, TreeRollout
 
 from .buffer import Group, GroupBuffer
@@ -196,7 +198,8 @@ class RolloutManager:
     def _env(self) -> gymnasium.Env:
         return self._envs.pop() if self._envs else self.env_factory()
 
-    async def _episode(self, index: int, task: Any) -> Trajectory | None:
+    async def _episode(self, index: int, task: Any) -> list[Trajectory] | None:
+        """One episode's segments (one unless its context changed: `AgentConfig.context`)."""
         env = self._env()
         try:
             ep = await self.agent.run_episode(env, task, group_id=f"group-{index}", gate=self._gate)
@@ -208,8 +211,9 @@ class RolloutManager:
             self._last_failure = f"{traj.truncation}: {ep.error}"
             log.warning("group %d: an episode failed (%s): %s; left out", index, traj.truncation, ep.error)
             return None
-        traj.metrics["task_index"] = float(index)
-        return traj
+        for segment in ep.segments:
+            segment.metrics["task_index"] = float(index)
+        return ep.segments
 
     async def _group(self, index: int) -> None:
         await self._groups([index])
@@ -234,7 +238,7 @@ class RolloutManager:
             else:
                 (index,), (task,) = indices, tasks
                 episodes = await asyncio.gather(*(self._episode(index, task) for _ in range(self.group_size)))
-                groups = [[t for t in episodes if t is not None]]
+                groups = [[t for segments in episodes if segments is not None for t in segments]]
             for index, trajs in zip(indices, groups, strict=True):
                 await self._deliver(index, trajs)
         except asyncio.CancelledError:
@@ -250,7 +254,7 @@ class RolloutManager:
 
     async def _deliver(self, index: int, trajs: list[Trajectory]) -> None:
         """Store a finished group and put it in the buffer (an empty one is counted instead)."""
-        self.stats.episodes_done += len(trajs)
+        self.stats.episodes_done += len(episodes_of(trajs))
         if not trajs:
             self.stats.empty_groups.append(index)
             self._failed_in_a_row += 1

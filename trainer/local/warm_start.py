@@ -96,13 +96,15 @@ class WarmStart:
                 config = ctx.agent.config.model_copy(update={"max_turns": sft.max_turns})
                 agent = Agent(ctx.engine, ctx.tokenizer, config)
             episodes = await agent.run_episodes(ctx.env_factory, tasks, demo=gold, concurrency=16)
-        demos = [e.trajectory for e in episodes if e.trajectory.outcome_reward > 0]
-        if len(demos) < len(episodes):
+        solved = [e for e in episodes if e.trajectory.outcome_reward > 0]
+        if len(solved) < len(episodes):
             log.warning(
                 "%d of %d demonstrations failed their task; left out",
-                len(episodes) - len(demos),
+                len(episodes) - len(solved),
                 len(episodes),
             )
+        # every segment of a long episode; a summary is the policy's text, not the gold's
+        demos = [t for e in solved for t in e.segments if not t.metrics.get("summary")]
         write_trajectories(path, demos)
         return demos
 
