@@ -11,7 +11,8 @@ the language hint, and the language and return format `ast_file_runner` picks by
 The outputs: BFCL's ground truth, and perturbations of it (a wrong value, a missing
 argument, an extra call, a wrong order, an unknown function, abstaining, a call where
 abstaining was right; for Java and JavaScript, whose values are source strings, a value
-given as a JSON non-string instead; in multi-turn a dropped call, a wrong value, turns in the wrong
+given as a JSON non-string instead, and text after a value's source (bfcl-eval's converters
+search the text, so some pass); in multi-turn a dropped call, a wrong value, turns in the wrong
 order, an extra call, the next turn's calls a turn early (every result there, the
 backend's state wrong), a call to a private method, abstaining throughout).
 """
@@ -41,6 +42,7 @@ from arborl.tasks.bfcl.data import (
 )
 from arborl.tasks.bfcl.official import MODEL_NAME, bfcl
 from arborl.tasks.bfcl.policies import ABSTAIN, TURN_DONE, gold_calls, tool_calls
+from arborl.tasks.bfcl.source_values import to_source
 
 Call = tuple[str, dict[str, Any]]
 
@@ -78,22 +80,38 @@ def _single_outputs(task: BfclTask) -> Iterator[Output]:
     name, args = gold[0]
     if args:
         key = next(iter(args))
-        yield Output(task, "wrong_value", [(name, {**args, key: _wrong(args[key])}), *gold[1:]])
+        wrong = _wrong(args[key]) if task.language == "PYTHON" else _wrong_source(task, name, key)
+        yield Output(task, "wrong_value", [(name, {**args, key: wrong}), *gold[1:]])
         yield Output(task, "missing_arg", [(name, {k: v for k, v in args.items() if k != key}), *gold[1:]])
     yield Output(task, "extra_call", [*gold, gold[0]])
     yield Output(task, "unknown_function", [("no_such_function", args), *gold[1:]])
     if task.language != "PYTHON" and args:
-        yield Output(task, "non_string", [(name, {**args, key: _non_string(task, name, key)}), *gold[1:]])
+        for kind, value in _language_perturbations(task, name, key, args[key]):
+            yield Output(task, kind, [(name, {**args, key: value}), *gold[1:]])
     if len(gold) > 1:
         yield Output(task, "wrong_order", gold[::-1])
 
 
-def _non_string(task: BfclTask, name: str, key: str) -> Any:
-    """The possible answer's own (converted) value where a source string belongs: JSON
-    `true` for "true"; a string answer goes as a one-element list."""
+def _answer(task: BfclTask, name: str, key: str) -> Any:
+    """The first allowed value of a parameter, as the possible answer holds it (converted)."""
     allowed = next(c[name][key] for c in task.ground_truth if name in c)
-    answer = next(v for v in allowed if v != "")
-    return [answer] if isinstance(answer, str) else answer
+    return next(v for v in allowed if v != "")
+
+
+def _wrong_source(task: BfclTask, name: str, key: str) -> str:
+    """Java/JS: a changed value, written as source (bfcl-eval's converters search the text,
+    so text appended to a collection's source would leave its value unchanged)."""
+    doc = next(f for f in task.checker_function or [] if f["name"] == name)
+    answer = _answer(task, name, key)
+    return to_source(_wrong(answer), doc["parameters"]["properties"][key], task.language)
+
+
+def _language_perturbations(task: BfclTask, name: str, key: str, source: str) -> Iterator[tuple[str, Any]]:
+    """Java/JS: the answer's own (converted) value where a source string belongs (JSON `true`
+    for "true"; a string answer as a one-element list), and the source with text after it."""
+    answer = _answer(task, name, key)
+    yield "non_string", [answer] if isinstance(answer, str) else answer
+    yield "trailing_text", f"{source} (changed)"
 
 
 def _gold_turns(task: BfclTask) -> list[list[list[Call]]]:
