@@ -1,6 +1,6 @@
 """BFCL parity: arborl's score equals bfcl-eval's runner, item by item (bfcl_parity.py says
 how the outputs are made and scored). CI runs the first entry of every single-turn category
-and three of every multi-turn one (~160 outputs), and the first five Java and JavaScript
+and three of every multi-turn one (~180 outputs), and the first five Java and JavaScript
 entries; `-m full` runs seven of each category, and Java and JavaScript whole."""
 
 from __future__ import annotations
