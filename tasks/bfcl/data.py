@@ -6,6 +6,11 @@ function docs (for multi-turn, the involved classes' docs with the held-out ones
 `missed_function`, and the language hint added to descriptions), and the ground truth
 (`possible_answer/`: per-call allowed values, or per-turn call lists for multi-turn).
 Irrelevance categories have no ground truth file: abstaining is the answer.
+
+Java and JavaScript entries also keep the docs bfcl-eval's evaluator gives its checker
+(`checker_function`: loaded without the language hint, so with their Java/JS types), since
+the model's docs have every type turned into "string" and the checker converts the model's
+source-string values by the original type.
 """
 
 from __future__ import annotations
@@ -28,7 +33,11 @@ AST_CATEGORIES = (
     "live_multiple",
     "live_parallel",
     "live_parallel_multiple",
+    "simple_java",
+    "simple_javascript",
 )
+#: The AST categories whose checker language is not Python (bfcl-eval's `Language` names).
+LANGUAGES = {"simple_java": "JAVA", "simple_javascript": "JAVASCRIPT"}
 RELEVANCE_CATEGORIES = ("irrelevance", "live_irrelevance", "live_relevance")
 MULTI_TURN_CATEGORIES = (
     "multi_turn_base",
@@ -37,8 +46,8 @@ MULTI_TURN_CATEGORIES = (
     "multi_turn_long_context",
 )
 #: Categories that need a network or a judge (web_search: live search engine; memory: its
-#: prerequisite conversations and vector store), or another language's checker.
-NOT_OFFLINE = ("web_search", "memory", "format_sensitivity", "simple_java", "simple_javascript")
+#: prerequisite conversations and vector store; format_sensitivity: prompting-format variants).
+NOT_OFFLINE = ("web_search", "memory", "format_sensitivity")
 
 Kind = Literal["ast", "relevance", "multi_turn"]
 
@@ -54,6 +63,16 @@ class BfclTask(Task):
     ground_truth: list[Any] = Field(
         default_factory=list, description="possible_answer's ground_truth ([] for irrelevance)"
     )
+    checker_function: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="Java/JS: the function docs bfcl-eval's checker reads (no language hint, "
+        "original types); None: the checker reads entry['function']",
+    )
+
+    @property
+    def language(self) -> str:
+        """bfcl-eval's `Language` name the checker scores this task's values in."""
+        return LANGUAGES.get(self.category, "PYTHON")
 
     @property
     def scoring(self) -> Kind:
@@ -86,6 +105,7 @@ def _load(category: str) -> tuple[BfclTask, ...]:
     answers = [] if kind == "relevance" else utils.load_ground_truth_entry(category)
     if answers and len(answers) != len(entries):
         raise ValueError(f"BFCL {category}: {len(entries)} entries but {len(answers)} possible answers")
+    raw = _checker_docs(category)
     tasks = []
     for i, entry in enumerate(entries):
         # possible_answer is aligned with the prompts by index (bfcl-eval's runner says so)
@@ -96,10 +116,21 @@ def _load(category: str) -> tuple[BfclTask, ...]:
                 category=category,
                 entry=entry,
                 ground_truth=truth,
+                checker_function=raw[entry["id"]] if raw else None,
                 metadata={"suite": category},
             )
         )
     return tuple(tasks)
+
+
+def _checker_docs(category: str) -> dict[str, list[dict[str, Any]]]:
+    """Java/JS: the docs by entry id, as bfcl-eval's evaluator loads them for its checker."""
+    if category not in LANGUAGES:
+        return {}
+    entries = bfcl_utils().load_dataset_entry(
+        category, include_prereq=False, include_language_specific_hint=False
+    )
+    return {e["id"]: e["function"] for e in entries}
 
 
 def load_category(category: str, limit: int | None = None) -> list[BfclTask]:

@@ -4,9 +4,11 @@ A model's output reaches grading as parsed calls (arborl's tool-call parsers rea
 reply; a reply the parser could not read counts as a failed decode, as a decoding exception
 does in bfcl-eval's runner):
 
-- AST categories: `ast_checker(functions, [{name: args}, ...], ground_truth, Language.PYTHON,
+- AST categories: `ast_checker(functions, [{name: args}, ...], ground_truth, language,
   category, model)`, as `_evaluate_single_ast_entry` calls it; no calls, or a failed decode,
-  is invalid.
+  is invalid. Java and JavaScript go in with `Language.JAVA` / `Language.JAVASCRIPT` and the
+  docs bfcl-eval's evaluator loads for its checker (`BfclTask.checker_function`: the
+  original Java/JS types, by which the checker converts the model's source-string values).
 - relevance categories: valid when the reply holds no call (irrelevance) or some call
   (live_relevance), as `_evaluate_single_relevance_entry` decides.
 - multi-turn: the loop of bfcl-eval's `multi_turn_checker`, re-executing the model's calls
@@ -53,8 +55,14 @@ def score_single(task: BfclTask, calls: Calls | None) -> Verdict:
         return Verdict(False, "ast_decoder:decoder_failed", "no function call could be read")
     lib = bfcl()
     decoded = [{name: dict(args)} for name, args in calls]
+    if task.language != "PYTHON" and task.checker_function is None:
+        raise ValueError(
+            f"BFCL {task.id}: a {task.language} task needs its typed docs (checker_function); "
+            "load it with arborl.tasks.bfcl.data.load_category"
+        )
+    functions = task.entry["function"] if task.checker_function is None else task.checker_function
     result = lib.ast_checker(
-        task.entry["function"], decoded, task.ground_truth, lib.Language.PYTHON, task.category, MODEL_NAME
+        functions, decoded, task.ground_truth, lib.Language[task.language], task.category, MODEL_NAME
     )
     return Verdict(bool(result["valid"]), result.get("error_type", ""), result.get("error"))
 

@@ -10,6 +10,9 @@
   function with no arguments without reading the question (the trivial policy of an
   irrelevance set is "always call").
 
+Java and JavaScript values are written as the source strings a model gives there
+(`source_values`).
+
 Replies are in the hermes format (`<tool_call>{"name": ..., "arguments": ...}</tool_call>`),
 the env's default parser.
 """
@@ -23,6 +26,7 @@ from typing import Any
 from .backends import Backends, parse_ground_truth_call
 from .data import BfclTask
 from .grading import score_single
+from .source_values import to_source
 
 Policy = Callable[[list[dict[str, Any]], dict[str, Any]], str]
 ABSTAIN = "I cannot do that with the functions I have."
@@ -68,11 +72,21 @@ def gold_calls(task: BfclTask) -> list[tuple[str, dict[str, Any]]]:
         calls = []
         for call in task.ground_truth:
             ((name, params),) = call.items()
-            calls.append((name, {k: _first(v, omit) for k, v in params.items() if not _omitted(v, omit)}))
+            args = {k: _first(v, omit) for k, v in params.items() if not _omitted(v, omit)}
+            calls.append((name, _as_source(task, name, args)))
         if score_single(task, calls).valid:
             return calls
         first = first or calls
     return first
+
+
+def _as_source(task: BfclTask, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Java/JS: each value as the source string bfcl-eval's checker converts back to it."""
+    if task.checker_function is None:
+        return args
+    (doc,) = [f for f in task.checker_function if f["name"] == name]
+    props = doc["parameters"]["properties"]
+    return {k: to_source(v, props[k], task.language) if k in props else v for k, v in args.items()}
 
 
 def gold_policy(task: BfclTask) -> Policy:

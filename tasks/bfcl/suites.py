@@ -16,8 +16,12 @@ EMPTY = "arborl.tasks.bfcl.policies:empty_policy"
 MULTI_TURN_MAX_TURNS = 200
 
 
+#: BFCL's names before v4 split "simple" by language (v3: simple, java, javascript).
+_SHORT = {"simple_python": "simple", "simple_java": "java", "simple_javascript": "javascript"}
+
+
 def suite_name(category: str) -> str:
-    return "bfcl-" + category.removesuffix("_python").replace("_", "-")
+    return "bfcl-" + _SHORT.get(category, category).replace("_", "-")
 
 
 def _loader(*categories: str) -> functools.partial[list[BfclTask]]:

@@ -22,6 +22,7 @@ SAMPLED_ELSEWHERE = {
     "swe-real": "tests/tasks/swebench/test_swe_real.py: one instance per repository, gold and empty, both forms",
     "bfcl-live-simple": "tests/tasks/bfcl/test_bfcl_suites.py: 2 of BFCL's possible answers no call satisfies",
     "bfcl-live-multiple": "tests/tasks/bfcl/test_bfcl_suites.py: 3 of BFCL's possible answers no call satisfies",
+    "bfcl-java": "tests/tasks/bfcl/test_bfcl_suites.py: 3 of BFCL's possible answers its checker rejects",
 }
 #: The field's benchmarks (thousands of BFCL entries, TextWorld games generated on first use,
 #: ScienceWorld's JVM): CI runs a sample of each in its own tests, `pytest -m full` the whole.
