@@ -133,8 +133,14 @@ def test_an_unreachable_server_is_an_infrastructure_error(tool_env):
         env.reset()
 
 
-def test_stdio_servers_are_refused_rather_than_run_on_the_host():
-    with pytest.raises(ValueError, match="must run inside the episode's sandbox, never on the host"):
-        MCPServerConfig(command=["python3", "-m", "some_mcp_server"])
-    with pytest.raises(ValueError, match="needs a url"):
+def test_a_server_needs_exactly_one_transport():
+    with pytest.raises(ValueError, match="either a url .* or a command"):
         MCPServerConfig()
+    with pytest.raises(ValueError, match="either a url .* or a command"):
+        MCPServerConfig(url="http://127.0.0.1:1/mcp", command=["python3", "server.py"])
+    with pytest.raises(ValueError, match="command is empty"):
+        MCPServerConfig(command=[])
+    with pytest.raises(ValueError, match="are for stdio servers"):
+        MCPServerConfig(url="http://127.0.0.1:1/mcp", env={"A": "1"})
+    with pytest.raises(ValueError, match="does not exist on the host"):
+        MCPServerConfig(command=["python3", "s.py"], upload={"/tmp/s": "/no/such/dir"})
