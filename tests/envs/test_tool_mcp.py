@@ -134,9 +134,9 @@ def test_an_unreachable_server_is_an_infrastructure_error(tool_env):
 
 
 def test_a_server_needs_exactly_one_transport():
-    with pytest.raises(ValueError, match="either a url .* or a command"):
+    with pytest.raises(ValueError, match=r"either a url .* or a command"):
         MCPServerConfig()
-    with pytest.raises(ValueError, match="either a url .* or a command"):
+    with pytest.raises(ValueError, match=r"either a url .* or a command"):
         MCPServerConfig(url="http://127.0.0.1:1/mcp", command=["python3", "server.py"])
     with pytest.raises(ValueError, match="command is empty"):
         MCPServerConfig(command=[])

@@ -6,18 +6,14 @@ so the test stages it (`mcp_staging.py`) and the env uploads it (`upload=`)."""
 from __future__ import annotations
 
 import json
-import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import gymnasium
 import pytest
 from arborl_require import unavailable
+from mcp_staging import stage_fastmcp
 
 from arborl.envs.parsers import get_parser
-
-sys.path.insert(0, str(Path(__file__).parent))
-from mcp_staging import stage_fastmcp  # noqa: E402
 
 pytestmark = pytest.mark.slow
 P = get_parser("hermes")
@@ -108,7 +104,7 @@ def call(name: str, **args) -> str:
 
 
 def content(env, name: str, **args) -> str:
-    obs, _, terminated, _, info = env.step(call(name, **args))
+    obs, _, terminated, *_ = env.step(call(name, **args))
     assert not terminated, obs
     return obs[0]["content"]
 
@@ -180,7 +176,7 @@ def test_a_server_the_agent_kills_is_an_error_result_not_an_env_error(tool_env, 
     env.reset()
     me = json.loads(content(env, "box_whoami"))
     content(env, "python", code=f"import os, signal; os.kill({me['pid']}, signal.SIGKILL)")
-    obs, reward, terminated, _, info = env.step(call("box_add", a=1, b=2))
+    obs, _, terminated, _, info = env.step(call("box_add", a=1, b=2))
     assert info["tool_calls"][0]["error"] == "tool_error" and not terminated
     assert "box_add" in obs[0]["content"] and "MCP server" in obs[0]["content"]
 
@@ -201,5 +197,25 @@ def test_concurrent_episodes_keep_their_own_sessions(tool_env, box_server):
 
 def test_a_server_that_cannot_start_is_an_infrastructure_error(tool_env, box_server):
     env = tool_env(mcp_servers=[{**box_server, "command": ["python3", "/tmp/mcp-box/missing.py"]}])
-    with pytest.raises(Exception, match="missing.py"):
+    with pytest.raises(Exception, match=r"missing\.py"):
         env.reset()
+
+
+def test_code_env_gets_the_tools_of_a_stdio_server_in_its_sandbox(bwrap_backend, box_server):
+    env = gymnasium.make("arborl/Code-v0", backend=bwrap_backend, mcp_servers=[box_server])
+    try:
+        _, info = env.reset()  # the default task: calc.py's add subtracts
+        names = [t["function"]["name"] for t in info["tools"]]
+        assert names[:4] == ["bash", "str_replace_editor", "run_tests", "submit"]
+        assert {"box_add", "box_read", "box_whoami"} <= set(names)
+        # The server sees the episode's repository, in the sandbox.
+        assert content(env, "box_read", path="/workspace/calc.py") == "def add(a, b):\n    return a - b\n"
+        assert json.loads(content(env, "box_whoami"))["hostname"] == "sandbox"
+        content(env, "bash", command="sed -i 's/a - b/a + b/' calc.py")
+        obs, reward, terminated, _, info = env.step(call("submit"))
+        assert terminated and reward == 1.0, obs
+        # Neither the relay nor the staged server is part of the agent's patch.
+        assert "calc.py" in info["model_patch"] and "arborl-mcp" not in info["model_patch"]
+        assert "mcp-box" not in info["model_patch"]
+    finally:
+        env.close()
