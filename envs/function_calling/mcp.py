@@ -12,6 +12,8 @@ with the server's description and input schema; a call is checked against that s
 blocks are the observation; a result flagged ``isError`` (the server refused the arguments,
 the tool raised) comes back as an error result the model can act on. The sessions end with
 the episode: one episode's session state (a server's per-session memory) never reaches another.
+Servers that keep per-session state need `mode="legacy"` (the initialize handshake): on the
+2026-07-28 protocol, which `mcp` negotiates by default, every request stands alone.
 
 Where servers run:
 - An HTTP server is a service the operator runs and trusts (search, a database, an API).
@@ -33,7 +35,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -61,6 +63,12 @@ class MCPServerConfig(BaseModel):
     prefix: str = Field("", description="prepended to each tool name (tells servers' tools apart)")
     tools: tuple[str, ...] | None = Field(None, description="only these tools (server names); None: all")
     timeout_s: float = Field(30.0, gt=0, description="time limit of one list or call (and of a start)")
+    mode: Literal["auto", "legacy"] = Field(
+        "auto",
+        description="protocol: auto (2026-07-28 where the server speaks it: every request stands "
+        "alone) or legacy (the initialize handshake: one session per episode, for servers that "
+        "keep per-session state)",
+    )
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerConfig:
@@ -132,7 +140,7 @@ class MCPSession:
 
         server: Any = self.stdio.streams() if self.stdio is not None else self.cfg.url
         try:
-            async with Client(server, read_timeout_seconds=self.cfg.timeout_s) as client:
+            async with Client(server, read_timeout_seconds=self.cfg.timeout_s, mode=self.cfg.mode) as client:
                 self.client = client
                 ready.set_result(None)
                 await asyncio.Event().wait()  # until close() cancels this task
