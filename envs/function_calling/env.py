@@ -2,8 +2,10 @@
 
 Tools of an episode: the task's own (`ToolTask.tools`: Python run in the sandbox, or a
 trusted host function; a host function with a parameter named `episode` gets the episode's
-`ToolEpisode`, for tools with state), the tools of the configured MCP servers (`mcp.py`), plus built-ins: `python` (runs code in a sandbox, leased on first
-use, so tasks that never run code never take one), `search` (BM25 over the corpus shipped
+`ToolEpisode`, for tools with state), the tools of the configured MCP servers (`mcp.py`:
+stdio ones start in the episode's sandbox, which is then leased at reset), plus built-ins:
+`python` (runs code in a sandbox, leased on first use, so tasks that never run code never
+take one), `search` (BM25 over the corpus shipped
 with the task suite) and `final_answer`. The episode ends when the model calls
 `final_answer` or replies without a tool call (that reply, or its `<answer>...</answer>`
 part, is the answer); the task's verifier scores it: `exact`, `numeric`, `contains`, or a
