@@ -14,6 +14,7 @@ from arborl_require import unavailable
 from mcp_staging import stage_fastmcp
 
 from arborl.envs.parsers import get_parser
+from arborl.sandboxes import PoolConfig, SandboxPool
 
 pytestmark = pytest.mark.slow
 P = get_parser("hermes")
@@ -169,6 +170,27 @@ def test_the_server_is_gone_after_reset_and_the_next_episode_starts_afresh(tool_
     alive, dirs = py(env, probe).splitlines()
     assert alive == "False True"  # the first episode's server was killed, this one runs
     assert len(eval(dirs)) == 1  # and its relay's directory is gone with it
+
+
+async def test_the_server_is_killed_when_the_sandbox_goes_back_to_the_pool(bwrap_backend, box_server):
+    async with SandboxPool(bwrap_backend, PoolConfig(max_size=1)) as pool:
+        env = gymnasium.make("arborl/Tool-v0", pool=pool, park_s=0, mcp_servers=[box_server])
+        await env.areset()
+        obs, *_ = await env.astep(call("box_whoami"))
+        pid = json.loads(obs[0]["content"])["pid"]
+        spec = env.unwrapped.sandbox_spec(env.unwrapped.task)
+        await env.aclose()  # the episode ends: its sandbox goes back and is reset
+        await pool.drain()
+        sb = await pool.checkout(spec)  # the same sandbox (the pool holds one), reset
+        try:
+            r = await sb.exec(["python3", "-c", f"import os; print(os.path.exists('/proc/{pid}'))"])
+            ps = await sb.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+        finally:
+            pool.checkin(sb)
+        await pool.drain()
+    assert r.stdout.strip() == "False"
+    assert ps.ok and "server.main" in ps.stdout  # the listing works: it shows the sandbox's server
+    assert ".arborl-mcp-" not in ps.stdout and "box.py" not in ps.stdout, ps.stdout
 
 
 def test_a_server_the_agent_kills_is_an_error_result_not_an_env_error(tool_env, box_server):
