@@ -3,9 +3,8 @@
 The sandbox API has no streaming exec (a command runs to completion, then its output comes
 back), so the server cannot simply be a child whose pipes the harness holds. Instead the
 relay, started in the sandbox as the agent, holds the server's pipes; this transport sends
-each client message with one short command (`relay.py send`) and long-polls the server's
-output with another (`relay.py recv`, which returns as soon as a message is there). A
-command costs a few milliseconds, against the seconds a tool call takes.
+each client message with one short command (`cat` into the relay's fifo) and long-polls the
+server's output with another (`relay.py recv`, which returns as soon as a message is there).
 
 Nothing runs on the host. The relay and the server are ordinary processes of the sandbox:
 the reset that ends every lease kills them. The episode's directory has a random name, and
@@ -57,7 +56,8 @@ class SandboxStdio:
         self.exit_reason = ""
 
     def _relay(self, *args: str) -> list[str]:
-        return [self.python, f"{self.dir}/relay.py", *args]
+        # -I -S: the relay needs only the stdlib, and starts faster without site-packages
+        return [self.python, "-I", "-S", f"{self.dir}/relay.py", *args]
 
     async def start(self, uploads: Mapping[str, Path], timeout: float) -> None:
         """Stage the uploads, put the relay in place and start the server behind it."""
@@ -76,7 +76,9 @@ class SandboxStdio:
     async def _send(self, line: str) -> None:
         if self.closed:
             return
-        r = await self.sandbox.exec(self._relay("send", self.dir), stdin=line, timeout=30.0)
+        r = await self.sandbox.exec(
+            ["/bin/sh", "-c", 'cat > "$1"', "sh", f"{self.dir}/in"], stdin=line, timeout=30.0
+        )
         if not r.ok:
             raise ConnectionError(f"the relay refused a message: {r.output[-500:]}")
 
