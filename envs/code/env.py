@@ -19,15 +19,17 @@ from __future__ import annotations
 import base64
 import logging
 import shlex
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from arborl.sandboxes import SandboxSpec
+from arborl.sandboxes import Sandbox, SandboxSpec
 from arborl.tasks import CodeTask
 from arborl.tasks.swebench import grade, swe_parts
 from arborl.tasks.swebench.harness import extract_test_output
 from arborl.tasks.swebench.official import read_statuses
 
+from ..function_calling.mcp import MCPServerConfig, MCPSession, as_configs, close_sessions, open_sessions
 from ..tool_calling_env import ToolCallingEnv
 from ..toolbox import ToolBox
 from .tools import code_tools
@@ -113,6 +115,7 @@ class CodeEnv(ToolCallingEnv):
         max_command_timeout_s: float = 600.0,
         max_output_bytes: int = 16 * 1024,
         hash_state: bool = True,
+        mcp_servers: Sequence[MCPServerConfig | Mapping[str, Any]] = (),
         **kwargs: Any,
     ) -> None:
         """
@@ -123,6 +126,8 @@ class CodeEnv(ToolCallingEnv):
             max_output_bytes: head+tail kept of each output stream of a command.
             hash_state: compute `info["state_hash"]` from the working tree each step (one
                 command in the sandbox); False leaves it "".
+            mcp_servers: MCP servers whose tools every episode also gets (see
+                `function_calling/mcp.py`; stdio servers start in the episode's sandbox).
             **kwargs: see `ToolCallingEnv` (parser, ...) and `SandboxEnv` (pool, backend, ...).
         """
         super().__init__(**kwargs)
@@ -131,6 +136,8 @@ class CodeEnv(ToolCallingEnv):
         self.max_command_timeout_s = max_command_timeout_s
         self.max_output_bytes = max_output_bytes
         self.hash_state = hash_state
+        self.mcp_servers = as_configs(mcp_servers)
+        self._mcp: list[MCPSession] = []
         self._spec_cache: tuple[CodeTask, SandboxSpec] | None = None
         self._start = "HEAD"  # the commit the episode started from (its diff's base)
 
@@ -152,7 +159,8 @@ class CodeEnv(ToolCallingEnv):
         return spec
 
     async def on_reset(self, task: CodeTask) -> list[dict[str, str]]:
-        self.toolbox = ToolBox(code_tools(self))
+        self._mcp, served = await open_sessions(self.mcp_servers, self._raw_sandbox)
+        self.toolbox = ToolBox([*code_tools(self), *served])
         # Read before the agent acts, so the agent cannot choose the base of its own diff.
         head = await self.sandbox.exec(["git", "rev-parse", "HEAD"], timeout=60, env=GIT_ENV)
         self._start = head.stdout.strip() if head.exit_code == 0 and head.stdout.strip() else "HEAD"
@@ -161,6 +169,14 @@ class CodeEnv(ToolCallingEnv):
             f"Tests run with `{task.test_command}`."
         )
         return [self.system_message(self.system_prompt), {"role": "user", "content": prompt}]
+
+    async def _raw_sandbox(self) -> Sandbox:
+        return self.sandbox.raw
+
+    def _end_episode(self, broken: bool = False) -> None:
+        close_sessions(getattr(self, "_mcp", []))  # before the sandbox goes back: nothing more reaches it
+        self._mcp = []
+        super()._end_episode(broken)
 
     async def on_finish(self) -> tuple[float, dict[str, Any]]:
         """A budget ended the episode: score the repository as it is."""
@@ -177,6 +193,8 @@ class CodeEnv(ToolCallingEnv):
         Ends what is left of the episode in the sandbox: every process is killed and every
         tree restored before the diff is applied (see `verifier.py`)."""
         task: CodeTask = self.task
+        close_sessions(self._mcp)  # the reset below kills the servers; their sessions end first
+        self._mcp = []
         patch, error = await self.capture_patch()
         if patch is None:
             run = VerifierRun(False, error=f"the diff could not be read: {error}")

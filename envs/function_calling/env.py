@@ -2,8 +2,10 @@
 
 Tools of an episode: the task's own (`ToolTask.tools`: Python run in the sandbox, or a
 trusted host function; a host function with a parameter named `episode` gets the episode's
-`ToolEpisode`, for tools with state), the tools of the configured MCP servers (`mcp.py`), plus built-ins: `python` (runs code in a sandbox, leased on first
-use, so tasks that never run code never take one), `search` (BM25 over the corpus shipped
+`ToolEpisode`, for tools with state), the tools of the configured MCP servers (`mcp.py`:
+stdio ones start in the episode's sandbox, which is then leased at reset), plus built-ins:
+`python` (runs code in a sandbox, leased on first use, so tasks that never run code never
+take one), `search` (BM25 over the corpus shipped
 with the task suite) and `final_answer`. The episode ends when the model calls
 `final_answer` or replies without a tool call (that reply, or its `<answer>...</answer>`
 part, is the answer); the task's verifier scores it: `exact`, `numeric`, `contains`, or a
@@ -25,7 +27,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from arborl.sandboxes import SandboxSpec
+from arborl.sandboxes import Sandbox, SandboxSpec
 from arborl.tasks import ToolDecl, ToolTask
 from arborl.tasks.common import load_entry_point
 
@@ -33,7 +35,7 @@ from ..base import Step, TaskError, stable_hash
 from ..parsers import ToolCall
 from ..tool_calling_env import ToolCallingEnv
 from ..toolbox import Tool, ToolBox, ToolResult, format_exec, function_tool
-from .mcp import MCPServerConfig, mcp_tools
+from .mcp import MCPServerConfig, MCPSession, as_configs, close_sessions, open_sessions
 from .search import BM25, index_for_docs, index_for_path
 from .verifiers import score
 
@@ -107,17 +109,15 @@ class ToolEnv(ToolCallingEnv):
         self.system_prompt = system_prompt
         self.python_timeout_s = python_timeout_s
         self.max_output_bytes = max_output_bytes
-        self.mcp_servers = [
-            c if isinstance(c, MCPServerConfig) else MCPServerConfig.model_validate(dict(c))
-            for c in mcp_servers
-        ]
+        self.mcp_servers = as_configs(mcp_servers)
+        self._mcp: list[MCPSession] = []
         self._seen: list[str] = []
 
     def sandbox_spec(self, task: ToolTask) -> SandboxSpec:
         return SandboxSpec(image=task.image, network=False)
 
     async def on_reset(self, task: ToolTask) -> list[dict[str, str]]:
-        served = await mcp_tools(self.mcp_servers) if self.mcp_servers else []
+        self._mcp, served = await open_sessions(self.mcp_servers, self._raw_sandbox)
         try:
             self.toolbox = ToolBox([*self._tools(task), *served])
         except ValueError as e:
@@ -128,6 +128,14 @@ class ToolEnv(ToolCallingEnv):
             self.system_message(task.system_prompt or self.system_prompt),
             {"role": "user", "content": task.question},
         ]
+
+    async def _raw_sandbox(self) -> Sandbox:
+        return (await self.get_sandbox()).raw
+
+    def _end_episode(self, broken: bool = False) -> None:
+        close_sessions(getattr(self, "_mcp", []))  # before the sandbox goes back: nothing more reaches it
+        self._mcp = []
+        super()._end_episode(broken)
 
     async def on_no_tool_call(self, content: str) -> Step:
         return self._answered(extract_answer(content))

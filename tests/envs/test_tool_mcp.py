@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import gymnasium
 import pytest
@@ -23,7 +24,7 @@ P = get_parser("hermes")
 
 SERVER = '''
 import sys
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
 
 mcp = FastMCP("calc")
 
@@ -38,6 +39,14 @@ def add(a: int, b: int) -> int:
 def divide(a: float, b: float) -> float:
     """Divide a by b."""
     return a / b
+
+
+@mcp.tool
+async def remember(item: str, ctx: Context) -> str:
+    """Keep an item in this session's memory; returns all kept so far."""
+    kept = [*((await ctx.get_state("kept")) or []), item]
+    await ctx.set_state("kept", kept)
+    return ",".join(kept)
 
 
 mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[1]), show_banner=False)
@@ -127,14 +136,39 @@ def test_malformed_calls_get_clear_errors(tool_env, mcp_url):
     assert info["tool_calls"][0]["error"] == "unknown_tool" and "calc_add" in obs[0]["content"]
 
 
+def test_each_episode_has_a_session_of_its_own(tool_env, mcp_url):
+    # A server with per-session state (the handshake-era protocol keeps a session): two
+    # concurrent episodes each see only their own, and the next episode starts afresh.
+    server = {"url": mcp_url, "prefix": "calc_", "mode": "legacy"}
+    envs = [tool_env(mcp_servers=[server]) for _ in range(2)]
+
+    def remember(i: int, item: str) -> str:
+        obs, *_ = envs[i].step(call("calc_remember", item=item))
+        return obs[0]["content"]
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda e: e.reset(), envs))
+        got = list(pool.map(remember, [0, 1, 0, 1], ["a1", "b1", "a2", "b2"]))
+    assert sorted(got) == sorted(["a1", "b1", "a1,a2", "b1,b2"])
+    assert remember(0, "a3") == "a1,a2,a3" and remember(1, "b3") == "b1,b2,b3"
+    envs[0].reset()
+    assert remember(0, "new") == "new" and remember(1, "b4") == "b1,b2,b3,b4"
+
+
 def test_an_unreachable_server_is_an_infrastructure_error(tool_env):
     env = tool_env(mcp_servers=[{"url": f"http://127.0.0.1:{free_port()}/mcp", "timeout_s": 5}])
     with pytest.raises(Exception, match="cannot list the tools of MCP server"):
         env.reset()
 
 
-def test_stdio_servers_are_refused_rather_than_run_on_the_host():
-    with pytest.raises(ValueError, match="must run inside the episode's sandbox, never on the host"):
-        MCPServerConfig(command=["python3", "-m", "some_mcp_server"])
-    with pytest.raises(ValueError, match="needs a url"):
+def test_a_server_needs_exactly_one_transport():
+    with pytest.raises(ValueError, match=r"either a url .* or a command"):
         MCPServerConfig()
+    with pytest.raises(ValueError, match=r"either a url .* or a command"):
+        MCPServerConfig(url="http://127.0.0.1:1/mcp", command=["python3", "server.py"])
+    with pytest.raises(ValueError, match="command is empty"):
+        MCPServerConfig(command=[])
+    with pytest.raises(ValueError, match="are for stdio servers"):
+        MCPServerConfig(url="http://127.0.0.1:1/mcp", env={"A": "1"})
+    with pytest.raises(ValueError, match="does not exist on the host"):
+        MCPServerConfig(command=["python3", "s.py"], upload={"/tmp/s": "/no/such/dir"})
