@@ -49,6 +49,9 @@ class MiniSweAgentMissing(ImportError):
 def _import_msa() -> Any:
     os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # no banner on every import
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download at import
+    # The gateway is local: a failed call is an infrastructure error to report, not one to wait
+    # out with mini-swe-agent's default ten retries over minutes.
+    os.environ.setdefault("MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT", "2")
     try:
         import minisweagent.agents.default as agent
         import minisweagent.exceptions as exceptions
@@ -156,7 +159,12 @@ def run_agent(
         cost_limit=0,
         **cfg.agent_kwargs,
     )
-    return agent.run(task.problem_statement)
+    try:
+        return agent.run(task.problem_statement)
+    except model_mod.litellm.exceptions.ContextWindowExceededError:
+        # The episode outgrew the window (the gateway's context_length_exceeded): the agent's
+        # budget ran out, as Code-v0's max_turns does; its repository is graded as it is.
+        return {"exit_status": "ContextWindowExceeded", "submission": ""}
 
 
 @dataclass
