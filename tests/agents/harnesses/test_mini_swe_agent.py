@@ -19,13 +19,27 @@ from arborl.envs.code.env import CodeEnv
 from arborl.envs.code.grading import grade_swe
 from arborl.sandboxes import PoolConfig, SandboxPool
 from arborl.tasks import get_suite
-from arborl.tasks.swebench import swe_parts
+from arborl.tasks.swebench import environment_for, swe_parts, to_code_task
+from arborl.tasks.swebench import real as swe_real
+from arborl.tasks.swebench.repos import find_repository
 
 pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed: run scripts/setup.sh")
 from arborl.agents.harnesses.mini_swe_agent import SUBMIT, MiniSweAgentConfig, swe_episode
 
 pytestmark = pytest.mark.slow
 STRKIT = "arborl-mini__strkit-1"
+# swe-real: cut from cachetools' history (a src layout; no third-party wheels to fetch)
+CACHETOOLS = "tkem__cachetools-18e5930ced"
+
+
+def swe_task(task_id):
+    """swe-mini's task, or swe-real's in its portable form (repository files on the base image)."""
+    if task_id.startswith("arborl-mini__"):
+        return next(t for t in get_suite("swe-mini").tasks() if t.id == task_id)
+    inst = next(i for i in swe_real.instances() if i.instance_id == task_id)
+    env = environment_for(inst, swe_real.environments())
+    files = find_repository(inst.repo, [swe_real.REPOS]).files_at(inst.base_commit)
+    return to_code_task(inst, env, repo_files=files, metadata={"suite": "swe-real"})
 
 
 class Scripted(InferenceEngine):
@@ -54,12 +68,13 @@ def bash_call(thought: str, command: str) -> str:
     return f"{thought}\n<tool_call>\n{call}\n</tool_call>"
 
 
-async def test_mini_swe_agent_solves_in_a_sandbox_and_is_graded_and_recorded(bwrap_backend, hf, tok):
-    task = next(t for t in get_suite("swe-mini").tasks() if t.id == STRKIT)
+@pytest.mark.parametrize("task_id", [STRKIT, CACHETOOLS], ids=["swe-mini", "swe-real"])
+async def test_mini_swe_agent_solves_in_a_sandbox_and_is_graded_and_recorded(bwrap_backend, hf, tok, task_id):
+    task = swe_task(task_id)
     inst, _ = swe_parts(task)
     marker = f"/tmp/arborl-msa-{uuid.uuid4().hex}"  # written by the agent: must stay in the sandbox
     engine = Scripted(hf, tok, [
-        bash_call("Let me look.", f"touch {marker} && git status --short && ls"),
+        bash_call("Let me look.", f"touch {marker} && echo seen-$((6*7)) && git status --short"),
         bash_call("Apply the fix.", f"git apply <<'EOF'\n{inst.patch}\nEOF"),
         bash_call("Done.", f"echo {SUBMIT}"),
     ])  # fmt: skip
@@ -84,6 +99,6 @@ async def test_mini_swe_agent_solves_in_a_sandbox_and_is_graded_and_recorded(bwr
         assert turn.response_ids == completion and turn.response_logprobs == lps
         assert traj.token_ids().tolist()[: len(prompt)] == prompt
     assert sum(traj.loss_mask().tolist()) == sum(len(c) for _, c, _ in engine.calls)
-    assert traj.outcome_reward == 1.0 and traj.task_id == STRKIT
+    assert traj.outcome_reward == 1.0 and traj.task_id == task_id
     # What mini-swe-agent sent back as the tool results is in the last prompt: the sandbox's output.
-    assert "strkit" in tok.decode(last_prompt)
+    assert "seen-42" in tok.decode(last_prompt)

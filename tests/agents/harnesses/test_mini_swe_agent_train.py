@@ -1,7 +1,7 @@
 """`arborl train` with `rollout.harness=mini_swe_agent`: a couple of RL steps of the tiny model on
 swe-mini, every episode mini-swe-agent's own loop through the gateway, in a sandbox, graded by
 arborl's SWE grading. The untrained tiny model writes no tool call (mini-swe-agent answers with
-its format error until it gives up), so every grade is 0: this checks the plumbing, not learning."""
+its format error until its step limit), so every grade is 0: this checks the plumbing, not learning."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ from transformers import AutoTokenizer
 
 from arborl.trainer.local.store import TrajectoryStore
 
-pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed: run scripts/setup.sh")
-
 
 @pytest.mark.slow
 @pytest.mark.docker
 def test_two_rl_steps_on_mini_swe_agent_episodes(tmp_path, tiny_model):
+    pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed: run scripts/setup.sh")
     run = tmp_path / "msa"
     rl = train_steps(
         run,
@@ -45,3 +44,22 @@ def test_two_rl_steps_on_mini_swe_agent_episodes(tmp_path, tiny_model):
     tok = AutoTokenizer.from_pretrained(tiny_model)
     text = "".join(tok.decode(t.token_ids().tolist()) for t in trajs)
     assert "No tool calls found in the response" in text and "When done, run `echo" in text
+
+
+def test_an_external_harness_is_refused_where_the_trainer_would_drive_its_turns():
+    from pydantic import ValidationError
+
+    from arborl.trainer.local.config import TrainConfig
+
+    assert (
+        TrainConfig.model_validate({"rollout": {"harness": "mini_swe_agent"}}).rollout.harness
+        == "mini_swe_agent"
+    )
+    with pytest.raises(ValidationError, match="partial_rollouts"):
+        TrainConfig.model_validate(
+            {"rollout": {"harness": "mini_swe_agent"}, "async": {"mode": "sync", "partial_rollouts": True}}
+        )
+    with pytest.raises(ValidationError, match=r"rollout\.tree needs arborl's Agent"):
+        TrainConfig.model_validate({"rollout": {"harness": "mini_swe_agent", "tree": {}}})
+    with pytest.raises(ValidationError, match="harness"):
+        TrainConfig.model_validate({"rollout": {"harness": "smolagents"}})
