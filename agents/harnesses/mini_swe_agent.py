@@ -46,6 +46,11 @@ class MiniSweAgentMissing(ImportError):
     """mini-swe-agent (and litellm) are not installed."""
 
 
+class HarnessInfraError(RuntimeError):
+    """The gateway could not be reached or its engine failed: an infrastructure error (the
+    episode is left out of training), never the agent's 0."""
+
+
 def _import_msa() -> Any:
     os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # no banner on every import
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download at import
@@ -146,6 +151,7 @@ def run_agent(
             "api_key": "EMPTY",
             "max_tokens": cfg.max_tokens,
             "temperature": cfg.temperature,
+            "max_retries": 0,  # the gateway is local: mini-swe-agent's own retry loop is enough
             **cfg.model_kwargs,
         },
         cost_tracking="ignore_errors",  # a local model has no price
@@ -159,9 +165,18 @@ def run_agent(
         cost_limit=0,
         **cfg.agent_kwargs,
     )
+    errors = model_mod.litellm.exceptions
     try:
         return agent.run(task.problem_statement)
-    except model_mod.litellm.exceptions.ContextWindowExceededError:
+    except (
+        errors.APIConnectionError,
+        errors.InternalServerError,
+        errors.BadGatewayError,
+        errors.ServiceUnavailableError,
+        errors.Timeout,
+    ) as e:
+        raise HarnessInfraError(f"mini-swe-agent could not get a reply from the gateway: {e}") from e
+    except errors.ContextWindowExceededError:
         # The episode outgrew the window (the gateway's context_length_exceeded): the agent's
         # budget ran out, as Code-v0's max_turns does; its repository is graded as it is.
         return {"exit_status": "ContextWindowExceeded", "submission": ""}
@@ -178,6 +193,7 @@ class HarnessEpisode:
     exit_info: dict[str, Any]
     commands: list[str]
     reward: float
+    patch_error: str | None = None  # why the diff could not be read (then graded "no_patch")
 
 
 async def swe_episode(
@@ -208,13 +224,12 @@ async def swe_episode(
             env = SandboxEnvironment(run, cwd=task.workdir, timeout=cfg.command_timeout_s)
             base_url = f"{url}/e/{eid}/v1"
             exit_info = await asyncio.to_thread(run_agent, base_url, gw.config.model_name, task, env, cfg)
-            patch, error = await capture_patch(sb, start)
-        if patch is None:
-            raise RuntimeError(f"the agent's diff could not be read: {error}")
+            patch, patch_error = await capture_patch(sb, start)
+        # An unreadable diff (larger than the limit, ...) is the agent's doing: graded "no_patch".
         grade = await grade_swe(pool, spec, task, patch)
     except BaseException:
         gw.end_episode(eid, reward=0.0)  # closed to the harness; its segments are not trained
         raise
     reward = 1.0 if grade.resolved else 0.0
     trajectories = gw.end_episode(eid, reward=reward)
-    return HarnessEpisode(trajectories, grade, patch, exit_info, env.commands, reward)
+    return HarnessEpisode(trajectories, grade, patch, exit_info, env.commands, reward, patch_error)

@@ -31,7 +31,7 @@ from ..engines.base import WeightsSource
 from ..gateway import Gateway, GatewayConfig
 from ..gateway.serve import serving
 from ..trajectory import Trajectory
-from .mini_swe_agent import MiniSweAgentConfig, swe_episode
+from .mini_swe_agent import HarnessInfraError, MiniSweAgentConfig, swe_episode
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class MiniSweAgentRunner:
             ep = await get_env_loop().hop(
                 swe_episode(gw, url, task, code_env.pool, config=self.config, group_id=group_id, spec=spec)
             )
-        except (SandboxError, EngineError, OSError) as e:
+        except (SandboxError, EngineError, HarnessInfraError, OSError) as e:
             log.warning("a mini-swe-agent episode failed for infrastructure reasons: %s", e)
             failed = Trajectory(prompt_ids=[0], task_id=str(getattr(task, "id", "")), group_id=group_id)
             failed.truncation = "env_error"

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from arborl.agents.engines import Generation, InferenceEngine
+from arborl.agents.engines import EngineError, Generation, InferenceEngine
 from arborl.agents.engines.scoring import score_tokens
 from arborl.agents.gateway import Gateway, GatewayConfig
 from arborl.agents.gateway.serve import serving
@@ -24,7 +24,7 @@ from arborl.tasks.swebench import real as swe_real
 from arborl.tasks.swebench.repos import find_repository
 
 pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed: run scripts/setup.sh")
-from arborl.agents.harnesses.mini_swe_agent import SUBMIT, MiniSweAgentConfig, swe_episode
+from arborl.agents.harnesses.mini_swe_agent import SUBMIT, HarnessInfraError, MiniSweAgentConfig, swe_episode
 
 pytestmark = pytest.mark.slow
 STRKIT = "arborl-mini__strkit-1"
@@ -102,3 +102,28 @@ async def test_mini_swe_agent_solves_in_a_sandbox_and_is_graded_and_recorded(bwr
     assert traj.outcome_reward == 1.0 and traj.task_id == task_id
     # What mini-swe-agent sent back as the tool results is in the last prompt: the sandbox's output.
     assert "seen-42" in tok.decode(last_prompt)
+
+
+class Down(InferenceEngine):
+    """An engine whose server is gone."""
+
+    async def generate(self, prompts, sampling):
+        raise EngineError("connection refused by the model server")
+
+    async def update_weights(self, weights):
+        raise NotImplementedError
+
+    async def close(self):
+        pass
+
+
+async def test_an_engine_failure_is_an_infrastructure_error_never_a_zero(bwrap_backend, tok):
+    task = swe_task(STRKIT)
+    gw = Gateway(Down(), tok, GatewayConfig(admin_token="admin"))
+    async with SandboxPool(bwrap_backend, PoolConfig(max_size=1)) as pool:
+        with (
+            serving(gw) as url,
+            pytest.raises(HarnessInfraError, match="could not get a reply from the gateway"),
+        ):
+            await swe_episode(gw, url, task, pool, config=MiniSweAgentConfig(step_limit=2))
+    assert len(gw.store) == 0  # the episode was ended: the harness can add nothing to it now
