@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from arborl.envs.code.env import CodeEnv
 from arborl.envs.code.grading import grade_swe
 from arborl.envs.code.verifier import GIT_ENV, capture_patch
-from arborl.sandboxes import ExecResult, SandboxPool, SandboxSpec
+from arborl.sandboxes import ExecResult, SandboxError, SandboxPool, SandboxSpec
 from arborl.tasks import CodeTask
 from arborl.tasks.swebench.grading import SWEGrade
 
@@ -91,8 +92,10 @@ class SandboxEnvironment:
     def execute(self, action: dict, cwd: str = "", *, timeout: int | None = None) -> dict[str, Any]:
         command = str(action.get("command", ""))
         self.commands.append(command)
+        if "\x00" in command:  # no process can take it: the agent's error, not the sandbox's
+            return {"output": "", "returncode": -1, "exception_info": "the command contains a NUL byte"}
         limit = timeout or self.timeout
-        r = self.run(f"cd {_quote(cwd or self.cwd)} && {command}", float(limit))
+        r = self.run(f"cd {shlex.quote(cwd or self.cwd)} && {command}", float(limit))
         out: dict[str, Any] = {"output": r.stdout + r.stderr, "returncode": r.exit_code, "exception_info": ""}
         if r.timed_out:
             out["exception_info"] = f"the command timed out after {limit} s"
@@ -119,10 +122,6 @@ class SandboxEnvironment:
 
     def serialize(self) -> dict[str, Any]:
         return {"info": {"config": {"environment": self.config, "environment_type": "arborl.sandbox"}}}
-
-
-def _quote(path: str) -> str:
-    return "'" + path.replace("'", "'\\''") + "'"
 
 
 @dataclass
@@ -223,8 +222,17 @@ async def swe_episode(
 
             env = SandboxEnvironment(run, cwd=task.workdir, timeout=cfg.command_timeout_s)
             base_url = f"{url}/e/{eid}/v1"
-            exit_info = await asyncio.to_thread(run_agent, base_url, gw.config.model_name, task, env, cfg)
-            patch, patch_error = await capture_patch(sb, start)
+            try:
+                exit_info = await asyncio.to_thread(run_agent, base_url, gw.config.model_name, task, env, cfg)
+            except SandboxError as e:
+                if e.fault != "agent":
+                    raise
+                # The agent's commands used up or killed its sandbox: its failure, trained on
+                # with the grade of no patch (Code-v0's "sandbox_crash"), never left out.
+                exit_info = {"exit_status": "SandboxCrashed", "submission": "", "error": str(e)}
+                patch, patch_error = None, f"the sandbox died: {e}"
+            else:
+                patch, patch_error = await capture_patch(sb, start)
         # An unreadable diff (larger than the limit, ...) is the agent's doing: graded "no_patch".
         grade = await grade_swe(pool, spec, task, patch)
     except BaseException:

@@ -76,6 +76,7 @@ async def test_mini_swe_agent_solves_in_a_sandbox_and_is_graded_and_recorded(bwr
     engine = Scripted(hf, tok, [
         bash_call("Let me look.", f"touch {marker} && echo seen-$((6*7)) && git status --short"),
         bash_call("Apply the fix.", f"git apply <<'EOF'\n{inst.patch}\nEOF"),
+        bash_call("A stray byte.", "echo a\x00b"),
         bash_call("Done.", f"echo {SUBMIT}"),
     ])  # fmt: skip
     gw = Gateway(engine, tok, GatewayConfig(admin_token="admin"))
@@ -86,14 +87,14 @@ async def test_mini_swe_agent_solves_in_a_sandbox_and_is_graded_and_recorded(bwr
         reference = await grade_swe(pool, spec, task, ep.patch)  # arborl's grading of that patch
         gold = await grade_swe(pool, spec, task, inst.patch)
     assert not os.path.exists(marker), "an agent command ran on the host"
-    assert ep.exit_info["exit_status"] == "Submitted" and len(ep.commands) == 3
+    assert ep.exit_info["exit_status"] == "Submitted" and len(ep.commands) == 4
     # The grade is SWE grading's verdict on the diff the agent left: the gold fix, FULL.
     assert ep.grade.model_dump(exclude={"log"}) == reference.model_dump(exclude={"log"})
     assert ep.grade.status == gold.status == "FULL" and ep.reward == 1.0
-    # One segment, token for token the engine's three calls, with the reward.
+    # One segment, token for token the engine's four calls, with the reward.
     (traj,) = ep.trajectories
     last_prompt, last_completion, _ = engine.calls[-1]
-    assert len(engine.calls) == 3 and traj.prompt_ids == engine.calls[0][0]
+    assert len(engine.calls) == 4 and traj.prompt_ids == engine.calls[0][0]
     assert traj.token_ids().tolist() == last_prompt + last_completion
     for turn, (prompt, completion, lps) in zip(traj.turns, engine.calls, strict=True):
         assert turn.response_ids == completion and turn.response_logprobs == lps
@@ -101,7 +102,9 @@ async def test_mini_swe_agent_solves_in_a_sandbox_and_is_graded_and_recorded(bwr
     assert sum(traj.loss_mask().tolist()) == sum(len(c) for _, c, _ in engine.calls)
     assert traj.outcome_reward == 1.0 and traj.task_id == task_id
     # What mini-swe-agent sent back as the tool results is in the last prompt: the sandbox's output.
-    assert "seen-42" in tok.decode(last_prompt)
+    assert "seen-42" in tok.decode(last_prompt) and "the command contains a NUL byte" in tok.decode(
+        last_prompt
+    )
 
 
 class Down(InferenceEngine):
