@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +76,7 @@ class SandboxEnvironment:
 
     def __init__(
         self,
-        run: Callable[[str, float], ExecResult],
+        run: Callable[[str, str, float], ExecResult],
         *,
         cwd: str,
         timeout: int = 60,
@@ -95,7 +94,7 @@ class SandboxEnvironment:
         if "\x00" in command:  # no process can take it: the agent's error, not the sandbox's
             return {"output": "", "returncode": -1, "exception_info": "the command contains a NUL byte"}
         limit = timeout or self.timeout
-        r = self.run(f"cd {shlex.quote(cwd or self.cwd)} && {command}", float(limit))
+        r = self.run(command, cwd or self.cwd, float(limit))
         out: dict[str, Any] = {"output": r.stdout + r.stderr, "returncode": r.exit_code, "exception_info": ""}
         if r.timed_out:
             out["exception_info"] = f"the command timed out after {limit} s"
@@ -216,8 +215,8 @@ async def swe_episode(
             # Read before the agent acts, so the agent cannot choose the base of its own diff.
             start = head.stdout.strip() if head.exit_code == 0 and head.stdout.strip() else "HEAD"
 
-            def run(command: str, timeout: float) -> ExecResult:
-                coro: Coroutine[Any, Any, ExecResult] = sb.exec(command, timeout=timeout)
+            def run(command: str, workdir: str, timeout: float) -> ExecResult:
+                coro: Coroutine[Any, Any, ExecResult] = sb.exec(command, timeout=timeout, workdir=workdir)
                 return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
             env = SandboxEnvironment(run, cwd=task.workdir, timeout=cfg.command_timeout_s)

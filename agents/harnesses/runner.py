@@ -94,7 +94,8 @@ class MiniSweAgentRunner:
         self, env: gymnasium.Env, task: Any, *, group_id: str = "", **_: Any
     ) -> HarnessResult:
         """One graded episode of `task` in a sandbox of `env`'s pool (the env itself is not
-        stepped: the harness drives the sandbox). Between-turn gates do not apply: the harness
+        stepped: the harness drives the sandbox). The pool is the shared one on the env event
+        loop, as `arborl train` makes its envs (a `pool=` of another loop is not supported). Between-turn gates do not apply: the harness
         owns its loop, so partial rollouts are refused by the config."""
         code_env = env.unwrapped
         if not isinstance(code_env, CodeEnv):
