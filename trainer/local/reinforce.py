@@ -87,7 +87,7 @@ class Reinforce:
         ctx, cfg = self.ctx, self.ctx.cfg
         groups_per_step = cfg.rollout.groups_per_step
         return RolloutManager(
-            ctx.agent,
+            ctx.rollouts,
             ctx.env_factory,
             ctx.task_at,
             ctx.buffer,

@@ -44,6 +44,7 @@ from typing import Any
 import gymnasium
 
 from arborl.agents import Agent, Trajectory
+from arborl.agents.harnesses.runner import MiniSweAgentRunner
 from arborl.agents.trajectory import episodes_of
 from arborl.agents.tree import TreeConfig, TreeRollout
 
@@ -94,7 +95,7 @@ class RolloutManager:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent | MiniSweAgentRunner,
         env_factory: Callable[[], gymnasium.Env],
         task_at: Callable[[int], Any],
         buffer: GroupBuffer,
@@ -198,22 +199,25 @@ class RolloutManager:
     def _env(self) -> gymnasium.Env:
         return self._envs.pop() if self._envs else self.env_factory()
 
-    async def _episode(self, index: int, task: Any) -> list[Trajectory] | None:
-        """One episode's segments (one unless its context changed: `AgentConfig.context`)."""
+    async def _episode(self, index: int, task: Any) -> list[Trajectory]:
+        """The episode's segments: one, unless its context changed (`AgentConfig.context`) or
+        an external harness rewrote its history (`rollout.harness`); none when it failed for
+        infrastructure reasons."""
         env = self._env()
         try:
             ep = await self.agent.run_episode(env, task, group_id=f"group-{index}", gate=self._gate)
         finally:
             self._envs.append(env)
-        traj = ep.trajectory
-        if traj.truncation in INFRA_FAILURES:
+        trajs = ep.segments
+        failed = next((t.truncation for t in trajs if t.truncation in INFRA_FAILURES), None)
+        if failed is not None:
             self.stats.infra_failures += 1
-            self._last_failure = f"{traj.truncation}: {ep.error}"
-            log.warning("group %d: an episode failed (%s): %s; left out", index, traj.truncation, ep.error)
-            return None
-        for segment in ep.segments:
-            segment.metrics["task_index"] = float(index)
-        return ep.segments
+            self._last_failure = f"{failed}: {ep.error}"
+            log.warning("group %d: an episode failed (%s): %s; left out", index, failed, ep.error)
+            return []
+        for traj in trajs:
+            traj.metrics["task_index"] = float(index)
+        return list(trajs)
 
     async def _group(self, index: int) -> None:
         await self._groups([index])
@@ -238,7 +242,7 @@ class RolloutManager:
             else:
                 (index,), (task,) = indices, tasks
                 episodes = await asyncio.gather(*(self._episode(index, task) for _ in range(self.group_size)))
-                groups = [[t for segments in episodes if segments is not None for t in segments]]
+                groups = [[t for trajs in episodes for t in trajs]]
             for index, trajs in zip(indices, groups, strict=True):
                 await self._deliver(index, trajs)
         except asyncio.CancelledError:
