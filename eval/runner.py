@@ -42,7 +42,7 @@ from arborl.envs import SandboxEnv, aclose, arelease
 from arborl.envs.code.grading import grade_swe
 from arborl.envs.code.images import with_instance_images
 from arborl.envs.episodes import on_envs
-from arborl.sandboxes import PoolConfig, SandboxError, SandboxPool, make_backend
+from arborl.sandboxes import PoolConfig, SandboxError, SandboxPool, make_pool
 from arborl.tasks import CodeTask, Suite, Task, get_suite, is_registered
 from arborl.tasks.swebench import environment_hint, swe_parts
 from arborl.tasks.swebench.grading import SWEGrade
@@ -384,11 +384,10 @@ async def run_eval(
     try:
         if store.open_run(cfg.suite, cfg.agent, cfg.model_dump()) and not cfg.run.resume:
             store.db.execute("DELETE FROM results WHERE run_id = ?", (store.run_id,))
-        backend = make_backend(dict(sandbox or {"type": "auto"}))
         pool = pool or PoolConfig(max_size=max(4, cfg.concurrency))
         if pool.max_size < cfg.concurrency:  # a worker holds one sandbox at a time (episode, then grading)
             pool = pool.model_copy(update={"max_size": cfg.concurrency})
-        async with SandboxPool(backend, pool) as sandbox_pool:
+        async with make_pool(sandbox, pool) as sandbox_pool:
             try:
                 skipped, ran = await EvalRun(cfg, sandbox_pool, console, suite).run(store)
             finally:

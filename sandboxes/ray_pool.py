@@ -8,7 +8,8 @@
   there (hard node affinity), owning a `SandboxPool` on that node's own backend: the channel,
   the reset in place and the warm sandboxes never leave the node (`ray_node.py`).
 - Placement: each acquire goes to a live node with free capacity (its pool's `max_size`),
-  preferring one that holds a warm sandbox of the same spec, then the one with most room.
+  preferring the node this process runs on (`prefer_own_node`: no hop off the host), then
+  one that holds a warm sandbox of the same spec, then the one with most room.
   Every call of the episode then goes to that node (`RemoteSandbox`). Ray actor calls only.
 - Faults: a node, actor or worker that dies makes the episode's next call raise
   `SandboxCrashed` with fault "infra" (retried, never scored). The pool stops placing there;
@@ -72,6 +73,10 @@ class RayPoolConfig(BaseModel):
         default_factory=lambda: uuid.uuid4().hex[:12],
         description="label of this pool's sandboxes on every node; the reapers remove a run's leftovers by it",
     )
+    prefer_own_node: bool = Field(
+        True,
+        description="place on the node this process runs on while it has room (a verl worker's own node)",
+    )
     acquire_timeout_s: float = Field(300.0, gt=0, description="wait for free capacity before PoolTimeout")
     revive_interval_s: float = Field(
         2.0, gt=0, description="how often nodes without a live actor are retried"
@@ -112,6 +117,7 @@ class RaySandboxPool:
         self._starting: asyncio.Future[None] | None = None
         self._failed: dict[str, float] = {}  # node id -> when its actor last failed to start
         self._closed = False
+        self.own_node: str | None = None  # the Ray node this process runs on, once started
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> RaySandboxPool:
@@ -124,6 +130,8 @@ class RaySandboxPool:
     async def _start(self) -> None:
         if not ray.is_initialized():
             await asyncio.to_thread(ray.init, address=self.config.address)
+        if self.config.prefer_own_node:
+            self.own_node = ray.get_runtime_context().get_node_id()
         await self._discover()
         if not self.nodes:
             raise SandboxUnavailable(
@@ -247,7 +255,7 @@ class RaySandboxPool:
         room = [n for n in self.nodes.values() if n.up and n.free() > 0]
         if not room:
             return None
-        node = max(room, key=lambda n: (n.warm[key] > 0, n.free()))
+        node = max(room, key=lambda n: (n.node_id == self.own_node, n.warm[key] > 0, n.free()))
         if node.warm[key] > 0:
             node.warm[key] -= 1
         node.leased += 1
