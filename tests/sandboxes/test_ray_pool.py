@@ -24,9 +24,10 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from ray_cluster import NODE_ARGS, ray_cluster
 
-from arborl.sandboxes import PoolConfig, SandboxCrashed, SandboxError, SandboxSpec
+from arborl.sandboxes import PoolConfig, Sandbox, SandboxCrashed, SandboxError, SandboxSpec
 from arborl.sandboxes.owner import OWNER_RUN
 from arborl.sandboxes.ray_pool import RayPoolConfig, RaySandboxPool
+from arborl.sandboxes.ray_sandbox import RemoteSandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.bwrap, pytest.mark.timeout(180)]
 
@@ -151,6 +152,13 @@ async def test_acquires_prefer_the_callers_own_node_while_it_has_room(cluster):
     finally:
         ray.cloudpickle.unregister_pickle_by_value(here)
     assert own == worker and placed == [worker] * PER_NODE, placed
+
+
+async def test_a_remote_sandbox_is_healthy_as_a_local_one_is(cluster):
+    """One `healthy()` (a ping answered within 5 s) serves both kinds of sandbox."""
+    assert RemoteSandbox.healthy is Sandbox.healthy
+    async with make_pool() as pool, pool.acquire(SPEC) as sb:
+        assert await sb.healthy()
 
 
 async def test_a_node_lost_mid_eval_loses_no_episode_and_its_successor_is_used(cluster, bwrap_backend):
