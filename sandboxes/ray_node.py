@@ -16,6 +16,7 @@ import asyncio
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from .base import Sandbox, SandboxSpec
@@ -79,6 +80,12 @@ class SandboxNode:
         if sb is None:
             raise SandboxCrashed(lease, "this node holds no such lease (its pool actor restarted)", "infra")
         return await getattr(sb, method)(*args, **kwargs)
+
+    async def with_backend(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """`fn(backend, *args)` in a thread, on this node's own backend: what must happen
+        where the sandboxes run, such as building a task's image on the node's engine. Only
+        the harness reaches this actor (the agent reaches a sandbox, never the actor)."""
+        return await asyncio.to_thread(fn, self._started().backend, *args)
 
     async def stats(self) -> dict[str, object]:
         return {**self._started().stats(), "leases": len(self._leases)}

@@ -29,9 +29,9 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import ray
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,6 +45,7 @@ from .ray_node import SandboxNode
 from .ray_sandbox import NODE_LOST, RemoteSandbox, cause_of
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 _NodeActor: Any = ray.remote(SandboxNode)
 
 
@@ -342,6 +343,31 @@ class RaySandboxPool:
                 asyncio.get_running_loop()
                 self._spawn(self._quietly(node, ref), self._returns)
         self._release_slot(node)
+
+    # ---- the nodes' own backends ----------------------------------------------------------
+    async def on_each_node(self, fn: Callable[..., T], *args: Any) -> dict[str, T]:
+        """`fn(backend, *args)` on every live node, in a thread there, on that node's own
+        backend (e.g. build the images a suite needs on each node's Docker engine): the
+        results by node id. `fn` must be importable there (a module-level function of
+        arborl); an error on a node is raised here, as that node raised it."""
+        await self.start()
+        live = [n for n in self.nodes.values() if n.up]
+        results = await asyncio.gather(
+            *(n.actor.with_backend.remote(fn, args) for n in live), return_exceptions=True
+        )
+        out: dict[str, T] = {}
+        for node, result in zip(live, results, strict=True):
+            if isinstance(result, NODE_LOST):
+                self.node_lost(node, result)
+            elif isinstance(result, rx.RayTaskError):
+                raise cause_of(result) from None
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                out[node.node_id] = result
+        if not out:
+            raise SandboxUnavailable("every sandbox node was lost; start them again (docs/scale-out.md)")
+        return out
 
     # ---- waiting and numbers --------------------------------------------------------------
     async def drain(self) -> None:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,28 @@ def test_train_runs_its_rollouts_on_the_ray_nodes(cluster, tmp_path, bwrap_backe
     assert made, "no SandboxNode actor: the rollouts did not use the Ray cluster"
     assert set(made.values()) == {n["NodeID"] for n in ray.nodes() if n["Alive"]}
     assert left_behind(bwrap_backend, "cli-train") == []
+
+
+@pytest.mark.docker
+def test_eval_of_swe_tasks_runs_them_on_instance_images_made_on_the_nodes(cluster, tmp_path, docker_backend):
+    """`swe.images=auto` with sandbox=ray and Docker on the nodes: each node's actor makes the
+    instance images on its own engine (`RaySandboxPool.on_each_node`), and the episodes' containers
+    run on them. The containers are watched while the eval runs, by the run's label."""
+    run = tmp_path / "run"
+    label = f"{OWNER_RUN}=cli-swe"
+    args = ["suite=swe-mini", "agent=gold", "limit=2", "concurrency=2", "swe.images=auto", f"run.dir={run}"]
+    args += [*ray_sandbox(cluster, "cli-swe"), "sandbox.backend.type=docker"]
+    images: set[str] = set()
+    with subprocess.Popen(
+        [*CMD, "eval", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
+        while proc.poll() is None:
+            listed = docker_backend.client.containers.list(sparse=True, filters={"label": label})
+            images |= {c.attrs["Image"] for c in listed}
+            time.sleep(0.2)
+        out = proc.stdout.read() if proc.stdout else ""
+    assert proc.returncode == 0, out[-3000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["resolved"] == 2 and summary["infra_errors"] == 0, summary
+    assert images and all(tag.startswith("arborl/swe:") for tag in images), images
+    assert docker_backend.client.containers.list(all=True, filters={"label": label}) == []
