@@ -7,7 +7,9 @@ docs/sandboxes.md, and reset in place happens on the node, never across the netw
 
 The harness never holds a `Sandbox` of another node: it holds a lease id, and every call of
 the episode names it (`call`). Only the operations an env uses are served (`SERVED`); the
-snapshot, the channel's key and the backend stay on the node.
+snapshot, the channel's key and the backend stay on the node. `with_backend` runs a function
+of the harness on the node's backend (building a task's image there): only the harness's
+process holds the actor, and whoever can call a Ray actor can run code on the node anyway.
 """
 
 from __future__ import annotations

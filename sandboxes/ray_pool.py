@@ -1,7 +1,7 @@
 """`RaySandboxPool`: the sandboxes of every node of a Ray cluster, behind `SandboxPool`'s API.
 
     async with RaySandboxPool(RayPoolConfig(backend={"type": "docker"})) as pool:
-        async with pool.acquire(spec) as sb:        # placed on the node with most room
+        async with pool.acquire(spec) as sb:        # this process's node, else most room
             await sb.exec("pytest -q")              # runs on that node, over its local socket
 
 - One `SandboxNode` actor per node that carries the `node_resource` custom resource, pinned
