@@ -129,3 +129,20 @@ def test_eval_of_swe_tasks_runs_them_on_instance_images_made_on_the_nodes(cluste
     assert summary["resolved"] == 2 and summary["infra_errors"] == 0, summary
     assert images and all(tag.startswith("arborl/swe:") for tag in images), images
     assert docker_backend.client.containers.list(all=True, filters={"label": label}) == []
+
+
+async def test_nodes_that_would_run_a_swe_task_on_different_images_are_refused():
+    """With `backend: auto`, one node may be on Docker (instance images) and another on
+    bubblewrap (the base image): the same task would differ by where it lands, so the eval
+    stops before it starts, saying what to do."""
+    from arborl.eval.runner import images_on_each_node
+    from arborl.sandboxes import SandboxUnavailable
+
+    task = DEFAULT_TASK.model_copy(update={"id": "swe-1"})
+
+    class TwoNodes:  # what RaySandboxPool.on_each_node returns: each node's own build
+        async def on_each_node(self, fn, tasks, repos_dirs):
+            return {"docker-node": [task.model_copy(update={"image": "arborl/swe:1"})], "bwrap-node": tasks}
+
+    with pytest.raises(SandboxUnavailable, match=r"same backend.*swe\.images=off"):
+        await images_on_each_node(TwoNodes(), [task], [])
