@@ -42,7 +42,14 @@ from arborl.envs import SandboxEnv, aclose, arelease
 from arborl.envs.code.grading import grade_swe
 from arborl.envs.code.images import with_instance_images
 from arborl.envs.episodes import on_envs
-from arborl.sandboxes import PoolConfig, SandboxError, SandboxPool, make_backend
+from arborl.sandboxes import (
+    PoolConfig,
+    SandboxBackend,
+    SandboxError,
+    SandboxPool,
+    SandboxUnavailable,
+    make_pool,
+)
 from arborl.tasks import CodeTask, Suite, Task, get_suite, is_registered
 from arborl.tasks.swebench import environment_hint, swe_parts
 from arborl.tasks.swebench.grading import SWEGrade
@@ -344,9 +351,33 @@ class EvalRun:
     async def _with_images(self, work: list[tuple[Task, int]]) -> list[tuple[Task, int]]:
         unique = list({t.id: t for t, _ in work}.values())
         with self.console.status("building instance images (cached by content hash)..."):
-            built = await with_instance_images(unique, self.pool.backend, self.cfg.swe.repos_dir)
+            backend = getattr(self.pool, "backend", None)
+            if backend is not None:
+                built = await with_instance_images(unique, backend, self.cfg.swe.repos_dir)
+            else:  # sandboxes on other hosts (sandbox=ray): each builds them on its own engine
+                built = await images_on_each_node(self.pool, unique, self.cfg.swe.repos_dir)
         by_id = {t.id: t for t in built}
         return [(by_id[t.id], s) for t, s in work]
+
+
+def instance_images_here(backend: SandboxBackend, tasks: list[Task], repos_dirs: list[str]) -> list[Task]:
+    """`with_instance_images` on `backend`, blocking: what each sandbox node runs (in a thread
+    of its actor) to build the images of `tasks` on its own engine."""
+    return asyncio.run(with_instance_images(tasks, backend, repos_dirs))
+
+
+async def images_on_each_node(pool: Any, tasks: list[Task], repos_dirs: list[str]) -> list[Task]:
+    """`tasks` on their instance images, built on every node of a `RaySandboxPool` (a
+    sandbox runs on whichever node has room). `repos_dirs` are paths on the nodes."""
+    per_node: dict[str, list[Task]] = await pool.on_each_node(instance_images_here, tasks, repos_dirs)
+    first, *others = per_node.values()
+    if any([t.model_dump() for t in other] != [t.model_dump() for t in first] for other in others):
+        raise SandboxUnavailable(
+            "the sandbox nodes built different instance images for the same tasks (a node on "
+            "Docker, another on bubblewrap, or different repos_dir contents): give every node "
+            "the same backend and the same repositories, or run with swe.images=off"
+        )
+    return first
 
 
 def _tally(counts: Counter[str | None]) -> str:
@@ -384,11 +415,10 @@ async def run_eval(
     try:
         if store.open_run(cfg.suite, cfg.agent, cfg.model_dump()) and not cfg.run.resume:
             store.db.execute("DELETE FROM results WHERE run_id = ?", (store.run_id,))
-        backend = make_backend(dict(sandbox or {"type": "auto"}))
         pool = pool or PoolConfig(max_size=max(4, cfg.concurrency))
         if pool.max_size < cfg.concurrency:  # a worker holds one sandbox at a time (episode, then grading)
             pool = pool.model_copy(update={"max_size": cfg.concurrency})
-        async with SandboxPool(backend, pool) as sandbox_pool:
+        async with make_pool(sandbox, pool) as sandbox_pool:
             try:
                 skipped, ran = await EvalRun(cfg, sandbox_pool, console, suite).run(store)
             finally:

@@ -31,7 +31,7 @@ from .errors import (
     SandboxUnavailable,
     SandboxUnresponsive,
 )
-from .factory import BACKENDS, AutoBackendConfig, BackendConfig, make_backend
+from .factory import BACKENDS, AutoBackendConfig, BackendConfig, make_backend, make_pool
 from .pool import PoolConfig, SandboxPool
 
 __all__ = [
@@ -64,4 +64,5 @@ __all__ = [
     "SandboxUnavailable",
     "SandboxUnresponsive",
     "make_backend",
+    "make_pool",
 ]

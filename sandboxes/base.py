@@ -128,7 +128,22 @@ def tar_archive(src: Path | Mapping[str, bytes | str]) -> bytes:
     return buf.getvalue()
 
 
-class Sandbox:
+class PingHealth:
+    """`healthy()` for anything that answers `ping`: a local `Sandbox`, a `RemoteSandbox`."""
+
+    async def ping(self, timeout: float = 5.0) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def healthy(self) -> bool:
+        """Whether the sandbox answers a ping within 5 s (any error: it does not)."""
+        try:
+            await self.ping(timeout=5.0)
+        except Exception:
+            return False
+        return True
+
+
+class Sandbox(PingHealth):
     """A running sandbox. Use through a pool (`SandboxPool.acquire`) or `async with`."""
 
     def __init__(self, sandbox_id: str, spec: SandboxSpec, channel: Channel, backend: SandboxBackend) -> None:
@@ -261,13 +276,6 @@ class Sandbox:
 
     async def ping(self, timeout: float = 5.0) -> dict[str, Any]:
         return await self._call("ping", timeout=timeout)
-
-    async def healthy(self) -> bool:
-        try:
-            await self.ping(timeout=5.0)
-        except Exception:
-            return False
-        return True
 
     async def close(self) -> None:
         """Destroy the sandbox. Every caller waits until it is really gone, and a caller that

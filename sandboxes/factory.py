@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -12,6 +12,7 @@ from .base import DEFAULT_IMAGE, SandboxBackend
 from .bwrap import BwrapBackend, BwrapBackendConfig
 from .docker import DockerBackend, DockerBackendConfig
 from .errors import SandboxUnavailable
+from .pool import PoolConfig, SandboxPool
 
 log = logging.getLogger(__name__)
 
@@ -60,3 +61,16 @@ def make_backend(config: BackendConfig | Mapping[str, Any] | None = None) -> San
     if isinstance(cfg, AutoBackendConfig):
         return _auto(cfg)
     return BACKENDS[cfg.type](cfg)
+
+
+def make_pool(config: Mapping[str, Any] | None, pool: PoolConfig) -> SandboxPool:
+    """The pool a `sandbox` config names: a `SandboxPool` on this host's backend, or with
+    `type: ray` a `RaySandboxPool` over a Ray cluster's sandbox nodes, where `pool` is each
+    node's (it has `SandboxPool`'s API; docs/scale-out.md)."""
+    cfg = dict(config or {"type": "auto"})
+    if cfg.get("type") == "ray":
+        from .ray_pool import RayPoolConfig, RaySandboxPool  # Ray is imported only when asked for
+
+        ray_pool = RaySandboxPool(RayPoolConfig(**{**cfg, "pool": pool.model_dump()}))
+        return cast(SandboxPool, ray_pool)
+    return SandboxPool(make_backend(cfg), pool)

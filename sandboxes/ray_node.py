@@ -7,7 +7,9 @@ docs/sandboxes.md, and reset in place happens on the node, never across the netw
 
 The harness never holds a `Sandbox` of another node: it holds a lease id, and every call of
 the episode names it (`call`). Only the operations an env uses are served (`SERVED`); the
-snapshot, the channel's key and the backend stay on the node.
+snapshot, the channel's key and the backend stay on the node. `with_backend` runs a function
+of the harness on the node's backend (building a task's image there): only the harness's
+process holds the actor, and whoever can call a Ray actor can run code on the node anyway.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from .base import Sandbox, SandboxSpec
@@ -79,6 +82,12 @@ class SandboxNode:
         if sb is None:
             raise SandboxCrashed(lease, "this node holds no such lease (its pool actor restarted)", "infra")
         return await getattr(sb, method)(*args, **kwargs)
+
+    async def with_backend(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """`fn(backend, *args)` in a thread, on this node's own backend: what must happen
+        where the sandboxes run, such as building a task's image on the node's engine. Only
+        the harness reaches this actor (the agent reaches a sandbox, never the actor)."""
+        return await asyncio.to_thread(fn, self._started().backend, *args)
 
     async def stats(self) -> dict[str, object]:
         return {**self._started().stats(), "leases": len(self._leases)}

@@ -1,14 +1,15 @@
 """`RaySandboxPool`: the sandboxes of every node of a Ray cluster, behind `SandboxPool`'s API.
 
     async with RaySandboxPool(RayPoolConfig(backend={"type": "docker"})) as pool:
-        async with pool.acquire(spec) as sb:        # placed on the node with most room
+        async with pool.acquire(spec) as sb:        # this process's node, else most room
             await sb.exec("pytest -q")              # runs on that node, over its local socket
 
 - One `SandboxNode` actor per node that carries the `node_resource` custom resource, pinned
   there (hard node affinity), owning a `SandboxPool` on that node's own backend: the channel,
   the reset in place and the warm sandboxes never leave the node (`ray_node.py`).
 - Placement: each acquire goes to a live node with free capacity (its pool's `max_size`),
-  preferring one that holds a warm sandbox of the same spec, then the one with most room.
+  preferring the node this process runs on (`prefer_own_node`: no hop off the host), then
+  one that holds a warm sandbox of the same spec, then the one with most room.
   Every call of the episode then goes to that node (`RemoteSandbox`). Ray actor calls only.
 - Faults: a node, actor or worker that dies makes the episode's next call raise
   `SandboxCrashed` with fault "infra" (retried, never scored). The pool stops placing there;
@@ -28,9 +29,9 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import ray
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,6 +45,7 @@ from .ray_node import SandboxNode
 from .ray_sandbox import NODE_LOST, RemoteSandbox, cause_of
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 _NodeActor: Any = ray.remote(SandboxNode)
 
 
@@ -71,6 +73,10 @@ class RayPoolConfig(BaseModel):
     run_id: str = Field(
         default_factory=lambda: uuid.uuid4().hex[:12],
         description="label of this pool's sandboxes on every node; the reapers remove a run's leftovers by it",
+    )
+    prefer_own_node: bool = Field(
+        True,
+        description="place on the node this process runs on while it has room (a verl worker's own node)",
     )
     acquire_timeout_s: float = Field(300.0, gt=0, description="wait for free capacity before PoolTimeout")
     revive_interval_s: float = Field(
@@ -112,6 +118,7 @@ class RaySandboxPool:
         self._starting: asyncio.Future[None] | None = None
         self._failed: dict[str, float] = {}  # node id -> when its actor last failed to start
         self._closed = False
+        self.own_node: str | None = None  # the Ray node this process runs on, once started
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> RaySandboxPool:
@@ -124,6 +131,8 @@ class RaySandboxPool:
     async def _start(self) -> None:
         if not ray.is_initialized():
             await asyncio.to_thread(ray.init, address=self.config.address)
+        if self.config.prefer_own_node:
+            self.own_node = ray.get_runtime_context().get_node_id()
         await self._discover()
         if not self.nodes:
             raise SandboxUnavailable(
@@ -247,7 +256,7 @@ class RaySandboxPool:
         room = [n for n in self.nodes.values() if n.up and n.free() > 0]
         if not room:
             return None
-        node = max(room, key=lambda n: (n.warm[key] > 0, n.free()))
+        node = max(room, key=lambda n: (n.node_id == self.own_node, n.warm[key] > 0, n.free()))
         if node.warm[key] > 0:
             node.warm[key] -= 1
         node.leased += 1
@@ -334,6 +343,31 @@ class RaySandboxPool:
                 asyncio.get_running_loop()
                 self._spawn(self._quietly(node, ref), self._returns)
         self._release_slot(node)
+
+    # ---- the nodes' own backends ----------------------------------------------------------
+    async def on_each_node(self, fn: Callable[..., T], *args: Any) -> dict[str, T]:
+        """`fn(backend, *args)` on every live node, in a thread there, on that node's own
+        backend (e.g. build the images a suite needs on each node's Docker engine): the
+        results by node id. `fn` must be importable there (a module-level function of
+        arborl); an error on a node is raised here, as that node raised it."""
+        await self.start()
+        live = [n for n in self.nodes.values() if n.up]
+        results = await asyncio.gather(
+            *(n.actor.with_backend.remote(fn, args) for n in live), return_exceptions=True
+        )
+        out: dict[str, T] = {}
+        for node, result in zip(live, results, strict=True):
+            if isinstance(result, NODE_LOST):
+                self.node_lost(node, result)
+            elif isinstance(result, rx.RayTaskError):
+                raise cause_of(result) from None
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                out[node.node_id] = result
+        if not out:
+            raise SandboxUnavailable("every sandbox node was lost; start them again (docs/scale-out.md)")
+        return out
 
     # ---- waiting and numbers --------------------------------------------------------------
     async def drain(self) -> None:

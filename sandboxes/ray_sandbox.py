@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ray import exceptions as rx
 
-from .base import ExecResult, ResetResult, SandboxSpec, tar_archive
+from .base import ExecResult, PingHealth, ResetResult, SandboxSpec, tar_archive
 from .errors import SandboxCrashed
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class Placement(Protocol):
     def checkin(self, sb: RemoteSandbox, broken: bool = False) -> None: ...
 
 
-class RemoteSandbox:
+class RemoteSandbox(PingHealth):
     """A leased sandbox on `node`; the same calls as `Sandbox` for what envs do with one."""
 
     def __init__(
@@ -119,13 +119,6 @@ class RemoteSandbox:
     async def ping(self, timeout: float = 5.0) -> dict[str, Any]:
         reply: dict[str, Any] = await self._call("ping", timeout=timeout)
         return reply
-
-    async def healthy(self) -> bool:
-        try:
-            await self.ping(timeout=5.0)
-        except Exception:
-            return False
-        return True
 
     async def close(self) -> None:
         """Give the sandbox back to be destroyed (not reset): what `Sandbox.close` means."""

@@ -18,12 +18,15 @@ FAST_HEALTH = {
 
 
 @contextmanager
-def ray_cluster(nodes: int) -> Iterator[Any]:
-    """`nodes` sandbox nodes (the head is one), with this process connected as the driver."""
+def ray_cluster(nodes: int, head_offers: bool = True) -> Iterator[Any]:
+    """`nodes` nodes (the head is one), with this process connected as the driver (on the
+    head); each offers sandboxes, the head only if `head_offers` (then every sandbox is on a
+    node other than the driver's, as on a cluster whose driver host runs none)."""
     import ray
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={**NODE_ARGS, "_system_config": FAST_HEALTH})
+    head = NODE_ARGS if head_offers else {**NODE_ARGS, "resources": {}}
+    cluster = Cluster(initialize_head=True, head_node_args={**head, "_system_config": FAST_HEALTH})
     try:
         for _ in range(nodes - 1):
             cluster.add_node(**NODE_ARGS)

@@ -5,6 +5,12 @@ public API) on a real Docker engine and real bubblewrap, and checks that the att
 the agent cannot reach the server's channel, replace it, re-snapshot, make the harness follow
 its links, keep state across a reset, take unbounded host resources, or kill the server. The
 issue that listed these attacks reproduced every one of them on the code before this module.
+
+The attacks that go through a sandbox's public API (`agent_side`) also run on a sandbox of a
+remote Ray node, as `sandbox=ray` gives one: the agent's side is the same there, and the
+harness's calls cross Ray first. Those that reach into the harness's own end (the channel's
+socket and key, the run directory, the pool's labels) stay local: on a node they are the
+node's own pool's, which the local runs already cover.
 """
 
 from __future__ import annotations
@@ -54,8 +60,46 @@ def agent_python(code: str) -> str:
     return "python3 - <<'EOF'\n" + code + "\nEOF"
 
 
-async def test_agent_cannot_get_root_or_resnapshot_through_the_socket(backend):
-    async with await backend.create(SMALL) as sb:
+class RemoteNode:
+    """`create(spec)` as a backend has it, for a sandbox on another Ray node, reached as the
+    harness reaches one with sandbox=ray (a `RemoteSandbox`; closing it destroys it)."""
+
+    def __init__(self, pool) -> None:
+        self.pool = pool
+        self.name = "ray"
+
+    async def create(self, spec: SandboxSpec):
+        sb = await self.pool.checkout(spec)
+        assert sb.node_id != self.pool.own_node  # on a node other than the harness's
+        return sb
+
+
+@pytest.fixture(scope="module")
+def ray_nodes(bwrap_backend):
+    """A Ray cluster whose one sandbox node (bubblewrap) is not the head this process runs on."""
+    from ray_cluster import ray_cluster
+
+    with ray_cluster(2, head_offers=False) as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=["docker", "bwrap", pytest.param("ray", marks=pytest.mark.slow)])
+async def agent_side(request):
+    """Each test using this runs on a local Docker sandbox, a local bubblewrap one, and one on
+    a remote Ray node (tests that reach into the channel or the host's files use `backend`)."""
+    if request.param != "ray":
+        yield request.getfixturevalue(f"{request.param}_backend")
+        return
+    from arborl.sandboxes.ray_pool import RayPoolConfig, RaySandboxPool
+
+    request.getfixturevalue("ray_nodes")
+    cfg = RayPoolConfig(backend={"type": "bwrap"}, pool=PoolConfig(max_size=2, health_interval_s=0))
+    async with RaySandboxPool(cfg) as pool:
+        yield RemoteNode(pool)
+
+
+async def test_agent_cannot_get_root_or_resnapshot_through_the_socket(agent_side):
+    async with await agent_side.create(SMALL) as sb:
         res = await sb.exec(agent_python(ROOT_CLIENT), timeout=20)
         assert "uid=0" not in res.stdout and '"restore"' not in res.stdout
         assert "PermissionError" in res.stderr or "hung up" in res.stderr, res.output
@@ -69,10 +113,10 @@ assert os.setresuid(0, 0, 0) is None, "regained root"
 
 
 @pytest.mark.parametrize("cmd", ["shell", "argv"])
-async def test_agent_commands_keep_no_way_back_to_root(backend, cmd):
+async def test_agent_commands_keep_no_way_back_to_root(agent_side, cmd):
     """Real, effective, saved and filesystem ids are all the agent's, no supplementary group,
     no capability: nothing the agent runs (a shell command or an argv) can switch back."""
-    async with await backend.create(SMALL) as sb:
+    async with await agent_side.create(SMALL) as sb:
         status = "cat /proc/self/status" if cmd == "shell" else ["cat", "/proc/self/status"]
         fields = dict(
             line.split(":", 1) for line in (await sb.exec(status)).stdout.splitlines() if ":" in line
@@ -87,8 +131,8 @@ async def test_agent_commands_keep_no_way_back_to_root(backend, cmd):
         assert res.exit_code != 0 and "PermissionError" in res.stderr, res.output
 
 
-async def test_agent_cannot_move_or_replace_the_socket(backend):
-    async with await backend.create(SMALL) as sb:
+async def test_agent_cannot_move_or_replace_the_socket(agent_side):
+    async with await agent_side.create(SMALL) as sb:
         for attack in (
             "mv /run/arborl/agent.sock /tmp/stolen.sock",
             "ln -sf /tmp/x /run/arborl/agent.sock",
@@ -169,8 +213,8 @@ async def test_harness_never_talks_to_an_impostor(backend, tmp_path, impostor):
             os.rename(path + ".real", path)
 
 
-async def test_file_operations_do_not_follow_the_agents_links(backend):
-    async with await backend.create(SMALL) as sb:
+async def test_file_operations_do_not_follow_the_agents_links(agent_side):
+    async with await agent_side.create(SMALL) as sb:
         await sb.exec("ln -s /etc/shadow /workspace/notes.txt; ln -s /etc/motd /workspace/x", timeout=10)
         with pytest.raises(SandboxOpError, match=r"Permission|denied|symbolic"):
             data = await sb.read_file("/workspace/notes.txt")
@@ -197,8 +241,8 @@ FIND_WRITABLE = (
 )
 
 
-async def test_nothing_the_agent_writes_survives_reset(backend):
-    async with await backend.create(SMALL) as sb:
+async def test_nothing_the_agent_writes_survives_reset(agent_side):
+    async with await agent_side.create(SMALL) as sb:
         planted = (await sb.exec(FIND_WRITABLE, timeout=60)).stdout.split()
         assert {"/workspace", "/tmp", "/var/tmp", "/dev/shm"} <= set(planted), planted
         await sb.reset()
@@ -208,8 +252,8 @@ async def test_nothing_the_agent_writes_survives_reset(backend):
         assert left.stdout.split() == []
 
 
-async def test_disk_is_bounded_per_sandbox(backend):
-    async with await backend.create(SMALL) as sb:
+async def test_disk_is_bounded_per_sandbox(agent_side):
+    async with await agent_side.create(SMALL) as sb:
         res = await sb.exec(
             "dd if=/dev/zero of=/workspace/a bs=1M count=48; dd if=/dev/zero of=/workspace/b bs=1M count=48",
             timeout=60,
@@ -220,8 +264,8 @@ async def test_disk_is_bounded_per_sandbox(backend):
         assert (await sb.exec("dd if=/dev/zero of=/var/tmp/c bs=1M count=64", timeout=60)).exit_code != 0
 
 
-async def test_memory_is_bounded_for_the_sandbox_as_a_whole(backend):
-    async with await backend.create(SMALL) as sb:
+async def test_memory_is_bounded_for_the_sandbox_as_a_whole(agent_side):
+    async with await agent_side.create(SMALL) as sb:
         # three processes of 150 MB each: each under the 256 MB limit, together over it
         hog = "python3 -c 'import time; x = bytearray(150 * 2**20); x[::4096] = b\"x\" * len(x[::4096]); time.sleep(8)'"
         res = await sb.exec(f"{hog} & {hog} & {hog} & wait; echo done", timeout=60)
@@ -234,8 +278,8 @@ async def test_bwrap_backend_refuses_a_network(bwrap_backend):
         await bwrap_backend.create(SMALL.model_copy(update={"network": True}))
 
 
-async def test_server_survives_connection_floods_and_a_fork_bomb(backend):
-    async with await backend.create(SMALL) as sb:
+async def test_server_survives_connection_floods_and_a_fork_bomb(agent_side):
+    async with await agent_side.create(SMALL) as sb:
         flood = agent_python(
             "import socket\nn = 0\nfor _ in range(700):\n    s = socket.socket(socket.AF_UNIX)\n"
             "    try:\n        s.connect('/run/arborl/agent.sock'); n += 1\n    except OSError:\n        pass\nprint(n)"
@@ -300,12 +344,12 @@ async def test_root_in_the_sandbox_cannot_read_the_channel_key(backend):
         assert "MAPS-READ" not in res.stdout and "Permission denied" in res.stderr, res.output
 
 
-async def test_the_id_dropping_helper_is_read_only_and_useless_to_the_agent(backend):
+async def test_the_id_dropping_helper_is_read_only_and_useless_to_the_agent(agent_side):
     """Agent commands start through arborl-drop: nobody in the sandbox can replace it, and
     the agent running it gains nothing (it cannot switch ids, so it runs nothing)."""
     from arborl.sandboxes.drop_ids import IN_SANDBOX
 
-    async with await backend.create(SMALL) as sb:
+    async with await agent_side.create(SMALL) as sb:
         res = await sb.exec(f"echo x >> {IN_SANDBOX}", user="root")
         assert res.exit_code != 0 and "Read-only" in res.stderr, res.output
         res = await sb.exec(["cp", "/bin/true", IN_SANDBOX], user="root")
@@ -317,9 +361,9 @@ async def test_the_id_dropping_helper_is_read_only_and_useless_to_the_agent(back
         assert "server.main" in res.stdout and f"--drop {IN_SANDBOX}" in res.stdout, res.output
 
 
-async def test_a_fifo_where_the_harness_reads_or_writes_does_not_hang_it(backend):
+async def test_a_fifo_where_the_harness_reads_or_writes_does_not_hang_it(agent_side):
     """A FIFO opens only when its other end does: the harness must refuse it, not wait."""
-    async with await backend.create(SMALL) as sb:
+    async with await agent_side.create(SMALL) as sb:
         assert (await sb.exec("mkfifo /workspace/result.txt /workspace/hidden.py")).ok
         for op in (
             sb.read_file("/workspace/result.txt"),

@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
 
 import pytest
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from ray_cluster import NODE_ARGS, ray_cluster
 
-from arborl.sandboxes import PoolConfig, SandboxCrashed, SandboxError, SandboxSpec
+from arborl.sandboxes import PoolConfig, Sandbox, SandboxCrashed, SandboxError, SandboxSpec
 from arborl.sandboxes.owner import OWNER_RUN
 from arborl.sandboxes.ray_pool import RayPoolConfig, RaySandboxPool
+from arborl.sandboxes.ray_sandbox import RemoteSandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.bwrap, pytest.mark.timeout(180)]
 
@@ -110,6 +114,51 @@ async def test_an_eval_of_32_episodes_spreads_over_the_nodes_and_leaves_nothing(
     # warm sandboxes reused after a reset in place on their node, never more than the nodes hold
     assert len({a.sandbox for a in log}) <= 3 * PER_NODE
     assert run_sandboxes(bwrap_backend, pool.id) == []
+
+
+async def checkout_nodes(n: int) -> tuple[str, list[str]]:
+    """The node this process runs on, and where `n` sandboxes taken at once were placed."""
+    async with make_pool() as pool:
+        sbs = [await pool.checkout(SPEC) for _ in range(n)]
+        for sb in sbs:
+            pool.checkin(sb)
+        return pool.own_node or "", [sb.node_id for sb in sbs]
+
+
+async def test_acquires_prefer_the_callers_own_node_while_it_has_room(cluster):
+    """A verl agent-loop worker (any Ray worker process) gets the sandboxes of its own node:
+    its calls never leave the host. Most room would spread these over the three nodes."""
+    head = cluster.head_node.node_id
+    own, placed = await checkout_nodes(PER_NODE + 1)  # this driver runs on the head node
+    assert own == head and placed[:PER_NODE] == [head] * PER_NODE, placed
+    assert placed[PER_NODE] != head  # full: the next goes to another node
+
+    worker = next(iter(cluster.worker_nodes)).node_id
+
+    class Caller:  # a Ray worker process on `worker`, as verl's AgentLoopWorker is on its node
+        async def checkout_nodes(self, n: int) -> tuple[str, list[str]]:
+            return ray.get_runtime_context().get_node_id(), (await checkout_nodes(n))[1]
+
+    here = sys.modules[__name__]  # the worker cannot import this test module: send it along
+    ray.cloudpickle.register_pickle_by_value(here)
+    try:
+        caller = (
+            ray.remote(Caller)
+            .options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(worker, soft=False))
+            .remote()
+        )
+        own, placed = await caller.checkout_nodes.remote(PER_NODE)
+        ray.kill(caller)
+    finally:
+        ray.cloudpickle.unregister_pickle_by_value(here)
+    assert own == worker and placed == [worker] * PER_NODE, placed
+
+
+async def test_a_remote_sandbox_is_healthy_as_a_local_one_is(cluster):
+    """One `healthy()` (a ping answered within 5 s) serves both kinds of sandbox."""
+    assert RemoteSandbox.healthy is Sandbox.healthy
+    async with make_pool() as pool, pool.acquire(SPEC) as sb:
+        assert await sb.healthy()
 
 
 async def test_a_node_lost_mid_eval_loses_no_episode_and_its_successor_is_used(cluster, bwrap_backend):

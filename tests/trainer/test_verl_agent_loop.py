@@ -46,8 +46,9 @@ def _hydra(value) -> str:
     return str(value)
 
 
-def worker(tiny_model, n: int, prompt_length: int = 512, **arborl):
+def worker(tiny_model, n: int, prompt_length: int = 512, extra: tuple[str, ...] = (), **arborl):
     overrides = [
+        *extra,
         f"actor_rollout_ref.model.path={tiny_model}",
         f"actor_rollout_ref.rollout.prompt_length={prompt_length}",
         "actor_rollout_ref.rollout.response_length=96",
@@ -132,6 +133,67 @@ async def test_the_n_samples_of_a_prompt_can_be_one_rollout_tree(tiny_model):
     leaf_turns = 4 * 3
     assert len(server.requests) < leaf_turns  # shared prefixes were generated once for the tree
     assert len({tuple(p) for p in out.non_tensor_batch["tree_paths"]}) == 4  # four distinct leaves
+
+
+@pytest.fixture
+def fresh_env_loop(monkeypatch):
+    """This process's env event loop and sandbox defaults as a new verl worker process has
+    them, put back afterwards (the agent loop configures them once per process)."""
+    from arborl.envs import event_loop
+    from arborl.trainer.verl import agent_loop
+
+    monkeypatch.setattr(event_loop, "_loop", None)
+    monkeypatch.setattr(event_loop, "_DEFAULTS", dict(event_loop._DEFAULTS))
+    monkeypatch.setattr(agent_loop, "_SANDBOX", {})
+    yield event_loop
+    if event_loop._loop is not None:
+        event_loop._loop.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+@pytest.mark.timeout(300)
+async def test_sandbox_ray_runs_the_workers_episodes_on_its_own_ray_node(
+    tiny_model, bwrap_backend, fresh_env_loop, monkeypatch
+):
+    """`sandbox=ray` in verl's config: the worker's Code episodes run on the Ray cluster's
+    sandbox nodes, on the worker's own node (this process runs on the head) while it has room."""
+    from ray_cluster import ray_cluster
+
+    from arborl.envs.code import DEFAULT_TASK
+    from arborl.sandboxes.ray_pool import RaySandboxPool
+
+    with ray_cluster(2) as cluster:
+        extra = ("sandbox=ray", f"sandbox.address={cluster.address}", "sandbox.backend.type=bwrap")
+        w, _ = worker(tiny_model, n=2, extra=extra, env_id="arborl/Code-v0", pool={"max_size": 2})
+        placed: list[str] = []
+        checkout = RaySandboxPool.checkout
+
+        async def counted(self, *args, **kwargs):
+            sb = await checkout(self, *args, **kwargs)
+            placed.append(sb.node_id)
+            return sb
+
+        monkeypatch.setattr(RaySandboxPool, "checkout", counted)
+        task = json.loads(DEFAULT_TASK.model_dump_json())
+        non_tensors = {
+            "raw_prompt": np.array([[{"role": "user", "content": "fix calc.py"}]] * 2 + [None], dtype=object)[
+                :-1
+            ],
+            "task": np.array([task, task], dtype=object),
+            "agent_name": np.array(["arborl_agent"] * 2, dtype=object),
+            "uid": np.array(["p0", "p1"], dtype=object),
+            "index": np.arange(2),
+        }
+        out = await w.generate_sequences(
+            DataProto.from_dict(non_tensors=non_tensors, meta_info={"global_steps": 1})
+        )
+        assert out.batch["responses"].shape[0] == 2
+        pool = fresh_env_loop.default_pool()
+        assert isinstance(pool, RaySandboxPool) and pool.config.pool.max_size == 2
+        assert placed == [cluster.head_node.node_id] * 2, placed
+        fresh_env_loop._loop.shutdown()  # closes the pool while the cluster is up
+        fresh_env_loop._loop = None
 
 
 def test_verl_datasets_from_a_suite(tmp_path):

@@ -27,6 +27,7 @@ on CPU hosts; ARBORL_REQUIRE=vllm makes its absence a failure).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -36,6 +37,9 @@ from pathlib import Path
 
 import pytest
 from arborl_require import unavailable
+
+from arborl.sandboxes.owner import OWNER_RUN, reapable
+from arborl.sandboxes.ray_pool import RayPoolConfig, RaySandboxPool
 
 pytestmark = [pytest.mark.slow, pytest.mark.verl, pytest.mark.timeout(1300)]
 
@@ -170,3 +174,94 @@ def test_verl_ray_trainer_runs_arborl_gigpo_on_tool_mini_on_cpu(tmp_path, tiny_m
     assert mixed, "no group had both a success and a failure"
     for g in mixed:
         assert g["adv_max"] > 0 > g["adv_min"], g  # GiGPO credits the better episodes over the worse
+
+
+def _calc_dataset(out: Path) -> tuple[Path, Path]:
+    """The Code env's default task (a bug in calc.py) as verl datasets, a few times over."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from arborl.envs.code import DEFAULT_TASK
+
+    rows = [
+        {
+            "data_source": "arborl/calc",
+            "prompt": [{"role": "user", "content": DEFAULT_TASK.problem_statement}],
+            "task": DEFAULT_TASK.model_copy(update={"id": f"calc-{i}"}).model_dump_json(),
+            "agent_name": "arborl_agent",
+            "reward_model": {"style": "env", "ground_truth": ""},
+            "extra_info": {"task_id": f"calc-{i}"},
+        }
+        for i in range(4)
+    ]
+    out.mkdir(parents=True, exist_ok=True)
+    paths = out / "train.parquet", out / "val.parquet"
+    for path in paths:
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    return paths
+
+
+@pytest.mark.bwrap
+def test_verl_train_sandbox_ray_runs_code_episodes_on_the_clusters_sandbox_node(
+    tmp_path, tiny_model, vllm_cpu, bwrap_backend, monkeypatch
+):
+    """`arborl verl-train --cpu sandbox=ray` joined to a Ray cluster whose node offers
+    sandboxes (bubblewrap): one step of Code episodes, their sandboxes on that node, made by
+    verl's agent-loop worker (a `SandboxNode` actor in Ray's own actor table afterwards).
+    One node: the own-node preference is tested in tests/sandboxes/test_ray_pool.py."""
+    import ray
+    from ray._private.state import state
+    from ray.cluster_utils import Cluster
+
+    from arborl.trainer.verl.cpu import cpu_environ
+
+    train, val = _calc_dataset(tmp_path / "data")
+    metrics = tmp_path / "metrics.jsonl"
+    for key, value in cpu_environ().items():  # what `--cpu` gives its own Ray: the workers inherit it
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path)  # the cluster's workers write (verl_examples/) where they start
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(metrics))  # read by verl's driver, a worker here
+    # what platform/cpu.yaml asks of the local Ray it would start: 8 logical CPUs, 1 "GPU"
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 8, "num_gpus": 1, "resources": {"arborl_sandbox": 1}},
+    )
+    try:
+        cmd = [
+            sys.executable, "-m", "arborl.cli", "verl-train", "--cpu",
+            f"actor_rollout_ref.model.path={tiny_model}",
+            f"data.train_files={train}", f"data.val_files={val}",
+            "data.train_batch_size=2", "data.max_prompt_length=512", "data.max_response_length=128",
+            "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+            "arborl.env_id=arborl/Code-v0", "arborl.max_turns=2", "arborl.pool.max_size=8",
+            "sandbox=ray", "sandbox.backend.type=bwrap", "+sandbox.run_id=verl-cli",
+            f"+ray_kwargs.ray_init.address={cluster.address}",
+            "ray_kwargs.ray_init.num_cpus=null", "ray_kwargs.ray_init.num_gpus=null",
+            "trainer.total_training_steps=1", "trainer.logger=[console,file]",
+            f"trainer.default_local_dir={tmp_path / 'ckpt'}",
+        ]  # fmt: skip
+        env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics)}
+        with open(tmp_path / "verl-train.log", "w") as out:
+            proc = subprocess.Popen(
+                cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, text=True
+            )
+            _wait(proc, timeout=900)
+        log = (tmp_path / "verl-train.log").read_text()
+        assert proc.returncode == 0, log[-6000:]
+        assert sorted(_metrics(metrics)) == [1]
+        ray.init(address=cluster.address, log_to_driver=False)
+        nodes = [
+            info["Address"]["NodeID"]
+            for info in state.actor_table(None).values()
+            if info.get("ActorClassName", "").endswith("SandboxNode")
+        ]
+        assert nodes and set(nodes) == {cluster.head_node.node_id}, nodes
+        # verl ends its agent-loop workers without closing their pools: what they held is left
+        # with a dead owner, and the next pool to start on the node reaps it
+        left = [i for i in bwrap_backend.list_sandboxes() if i.labels.get(OWNER_RUN) == "verl-cli"]
+        assert all(reapable(i.labels) for i in left), [i.labels for i in left]
+        asyncio.run(RaySandboxPool(RayPoolConfig(backend={"type": "bwrap"})).start())
+        assert [i for i in bwrap_backend.list_sandboxes() if i.labels.get(OWNER_RUN) == "verl-cli"] == []
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

@@ -28,6 +28,9 @@ section read here:
       max_new_tokens: null        # per turn (null: the whole response_length)
       tree: null                  # {roots, branches, branch_at, ...}: the n samples of a prompt
                                   # are the leaves of one rollout tree (`arborl.agents.tree`)
+      pool: {max_size: 8}         # the worker's sandbox pool (with sandbox=ray: on each node)
+    sandbox: null                 # where sandboxed envs run (`sandbox=ray|docker|bwrap|auto`:
+                                  # cli/conf/sandbox; null: the envs' default), once per worker
 
 With ``tree`` set, the ``rollout.n`` calls for one prompt (same ``uid``) share one tree: the
 first call grows it with ``n`` leaves, every call returns one leaf. All ``n`` samples of a
@@ -43,12 +46,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import gymnasium
+from omegaconf import DictConfig, OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 import arborl.envs  # noqa: F401 - registers the arborl/* env ids
 from arborl.agents import Agent, AgentConfig, Trajectory
 from arborl.agents.engines import EngineError, Generation, InferenceEngine, SamplingParams
 from arborl.agents.tree import TreeConfig, TreeRollout
+from arborl.envs.event_loop import configure
+from arborl.sandboxes import PoolConfig
 
 
 class VerlServerEngine(InferenceEngine):
@@ -102,6 +108,24 @@ class VerlServerEngine(InferenceEngine):
         return None
 
 
+# The sandbox config this worker process's envs were pointed at (empty: not yet, or the default).
+_SANDBOX: dict[str, Any] = {}
+
+
+def configure_sandboxes(config: Any) -> None:
+    """Point this worker process's sandboxed envs at verl's top-level `sandbox` config (the
+    `sandbox` group of cli/conf: `sandbox=ray` gives a `RaySandboxPool`, which places on the
+    worker's own node first) with `arborl.pool` as its pool; once, before the first env."""
+    sandbox = config.get("sandbox")
+    if sandbox is None or _SANDBOX:
+        return
+    backend = OmegaConf.to_container(sandbox, resolve=True) if isinstance(sandbox, DictConfig) else sandbox
+    assert isinstance(backend, dict)
+    pool = (config.get("arborl") or {}).get("pool") or {}
+    configure(backend=backend, pool=PoolConfig(**pool))
+    _SANDBOX.update(backend)
+
+
 # The trees being grown in this worker, by uid: the first sample of a prompt starts one.
 _TREES: dict[str, tuple[asyncio.Task[list[Trajectory]], list[int]]] = {}
 
@@ -113,6 +137,7 @@ class ArborlAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.arborl = dict(self.config.get("arborl") or {})
+        configure_sandboxes(self.config)
         self.prompt_length = self.rollout_config.prompt_length
         self.response_length = self.rollout_config.response_length
 

@@ -21,6 +21,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent  # arborl_ppo.yaml, agent_loops.yaml, platform/
 VERL_CONFIG = "pkg://verl.trainer.config"  # verl's own Hydra tree (ppo_trainer and its groups)
+# arborl's own config groups (`sandbox`), shared with `arborl train` and `arborl eval`: one
+# definition of each sandbox option for every command.
+ARBORL_CONFIG = HERE.parent.parent / "cli" / "conf"
 
 
 def compose_verl_config(overrides: list[str] | None = None, cpu: bool = False) -> Any:
@@ -37,7 +40,7 @@ def compose_verl_config(overrides: list[str] | None = None, cpu: bool = False) -
         cfg = compose(
             config_name="arborl_ppo",
             overrides=[
-                f"hydra.searchpath=[{VERL_CONFIG}]",
+                f"hydra.searchpath=[{VERL_CONFIG},file://{ARBORL_CONFIG}]",
                 *(["+platform=cpu"] if cpu else []),
                 *(overrides or []),
             ],
