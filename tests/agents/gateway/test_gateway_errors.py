@@ -10,7 +10,7 @@ import socket
 import httpx
 import openai
 import pytest
-from conftest import ADMIN, gateway_at
+from gateway_serving import ADMIN, gateway_at
 
 from arborl.agents.engines import OpenAIEngineConfig, make_engine
 

@@ -7,7 +7,7 @@ import json
 
 import openai
 import pytest
-from conftest import gateway_at
+from gateway_serving import gateway_at
 
 from arborl.agents.engines import Generation, InferenceEngine
 from arborl.agents.engines.scoring import score_tokens
