@@ -201,6 +201,10 @@ def _calc_dataset(out: Path) -> tuple[Path, Path]:
     return paths
 
 
+# Three to four minutes: under `-m full`. CI runs its parts: verl's agent-loop worker on the
+# Ray pool (test_verl_agent_loop.py), `sandbox=ray` through the CLI (test_ray_sandbox_cli.py)
+# and verl-train itself (the test above).
+@pytest.mark.full
 @pytest.mark.bwrap
 def test_verl_train_sandbox_ray_runs_code_episodes_on_the_clusters_sandbox_node(
     tmp_path, tiny_model, vllm_cpu, bwrap_backend, monkeypatch
