@@ -45,7 +45,7 @@ from arborl.envs.spaces import observation_messages
 from arborl.tasks import Policy
 
 from .chat import TokenizedChat, check_append_only
-from .context import SUMMARY_PROMPT, ContextMode, Entry, check_prompt_fits, fit, joined
+from .context import SUMMARY_PROMPT, ContextMode, Entry, check_budget, check_prompt_fits, fit, joined
 from .engines import Generation, InferenceEngine, SamplingParams
 from .trajectory import Trajectory, Turn
 
@@ -83,12 +83,7 @@ class AgentConfig(BaseModel):
 
     @model_validator(mode="after")
     def _window_holds_a_reply(self) -> AgentConfig:
-        if self.context != "truncate" and self.max_new_tokens >= self.max_context_tokens:
-            raise ValueError(
-                f"context={self.context!r} needs max_new_tokens ({self.max_new_tokens}) below "
-                f"max_context_tokens ({self.max_context_tokens}): a new context must hold the "
-                "opening prompt and a reply"
-            )
+        check_budget(self.context, self.max_new_tokens, self.max_context_tokens)
         return self
 
 

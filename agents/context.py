@@ -66,3 +66,14 @@ def check_prompt_fits(prompt_len: int, max_context_tokens: int, mode: str) -> No
             f"every segment, so raise max_context_tokens above {prompt_len} (plus room for replies) "
             "or shorten the task's prompt"
         )
+
+
+def check_budget(context: str, max_new_tokens: int, max_context_tokens: int, prefix: str = "") -> None:
+    """Refuse a mode that changes context with a reply budget the window cannot hold: a new
+    context is the opening prompt and a full reply (`prefix`: how the config names the keys)."""
+    if context != "truncate" and max_new_tokens >= max_context_tokens:
+        raise ValueError(
+            f"{prefix}context={context!r} needs {prefix}max_new_tokens ({max_new_tokens}) below "
+            f"{prefix}max_context_tokens ({max_context_tokens}): a new context must hold the "
+            "opening prompt and a reply"
+        )

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from omegaconf import OmegaConf
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from arborl.agents.context import ContextMode
+from arborl.agents.context import ContextMode, check_budget
 from arborl.agents.tiny import TinyModelConfig
 from arborl.agents.tree import TreeConfig
 
@@ -114,12 +114,7 @@ class RolloutConfig(_Strict):
                 "prefix turns, which a new context would split into segments of several episodes; "
                 "use rollout.context=truncate with trees (or no tree)"
             )
-        if self.context != "truncate" and self.max_new_tokens >= self.max_context_tokens:
-            raise ValueError(
-                f"rollout.context={self.context!r} needs rollout.max_new_tokens ({self.max_new_tokens}) "
-                f"below rollout.max_context_tokens ({self.max_context_tokens}): a new context must "
-                "hold the opening prompt and a reply"
-            )
+        check_budget(self.context, self.max_new_tokens, self.max_context_tokens, prefix="rollout.")
         return self
 
 

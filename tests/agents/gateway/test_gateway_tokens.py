@@ -8,9 +8,7 @@ import json
 import openai
 import pytest
 from gateway_serving import gateway_at
-
-from arborl.agents.engines import Generation, InferenceEngine
-from arborl.agents.engines.scoring import score_tokens
+from scripted_engine import Scripted
 
 pytestmark = pytest.mark.slow
 
@@ -144,27 +142,6 @@ def test_completions_with_text_or_ids_continue_one_segment(engine, tok):
         (traj,) = gw.end_episode(eid, reward=0.0)
     assert r1.choices[0].text and r2.usage.prompt_tokens == len(p1 + c1) + 1
     assert_segment_is_engine_calls(traj, engine.calls)
-
-
-class Scripted(InferenceEngine):
-    """Replies with fixed text (the untrained tiny model never writes a tool call), scored
-    by the real tiny model: log-probs as the transformers engine would report them."""
-
-    def __init__(self, hf, tok, replies):
-        self.hf, self.tok, self.replies, self.calls = hf, tok, list(replies), []
-
-    async def generate(self, prompts, sampling):
-        ids = [*self.tok.encode(self.replies.pop(0), add_special_tokens=False), self.tok.eos_token_id]
-        lps = score_tokens(self.hf.model, prompts[0], ids).tolist()
-        self.calls.append((list(prompts[0]), ids, lps))
-        return [Generation(prompt_index=0, token_ids=ids, logprobs=lps, finish_reason="stop",
-                           num_prompt_tokens=len(prompts[0]))]  # fmt: skip
-
-    async def update_weights(self, weights):
-        raise NotImplementedError
-
-    async def close(self):
-        pass
 
 
 ADD = {

@@ -10,9 +10,9 @@ import os
 import uuid
 
 import pytest
+from scripted_engine import Scripted
 
-from arborl.agents.engines import EngineError, Generation, InferenceEngine
-from arborl.agents.engines.scoring import score_tokens
+from arborl.agents.engines import EngineError, InferenceEngine
 from arborl.agents.gateway import Gateway, GatewayConfig
 from arborl.agents.gateway.serve import serving
 from arborl.envs.code.env import CodeEnv
@@ -40,26 +40,6 @@ def swe_task(task_id):
     env = environment_for(inst, swe_real.environments())
     files = find_repository(inst.repo, [swe_real.REPOS]).files_at(inst.base_commit)
     return to_code_task(inst, env, repo_files=files, metadata={"suite": "swe-real"})
-
-
-class Scripted(InferenceEngine):
-    """Replies with fixed text, scored by the real tiny model (the transformers engine's log-probs)."""
-
-    def __init__(self, hf, tok, replies):
-        self.hf, self.tok, self.replies, self.calls = hf, tok, list(replies), []
-
-    async def generate(self, prompts, sampling):
-        ids = [*self.tok.encode(self.replies.pop(0), add_special_tokens=False), self.tok.eos_token_id]
-        lps = score_tokens(self.hf.model, prompts[0], ids).tolist()
-        self.calls.append((list(prompts[0]), ids, lps))
-        return [Generation(prompt_index=0, token_ids=ids, logprobs=lps, finish_reason="stop",
-                           num_prompt_tokens=len(prompts[0]))]  # fmt: skip
-
-    async def update_weights(self, weights):
-        raise NotImplementedError
-
-    async def close(self):
-        pass
 
 
 def bash_call(thought: str, command: str) -> str:
