@@ -326,6 +326,11 @@ class SandboxBackend(abc.ABC):
     def list_sandboxes(self) -> list[SandboxInfo]:
         """Every sandbox this backend made on this host, alive or not."""
 
+    def has_image(self, image: str) -> bool:
+        """Whether a sandbox of `image` can start here without fetching anything (a pool over
+        several hosts places by it). A backend without images runs any spec."""
+        return True
+
     @abc.abstractmethod
     def reap(self, all_sandboxes: bool = False, run: str | None = None) -> list[str]:
         """Remove orphans (their owner process is dead), those of run `run`, or every arborl

@@ -279,11 +279,11 @@ class BwrapBackend(SandboxBackend):
             cgroups.create(spec.limits.memory_mb, spec.limits.pids, spec.limits.cpus)
         except CgroupError as e:
             await asyncio.to_thread(self._remove_dirs, root)
-            self.uids.release(uid)
+            self.uids.release(uid, sandbox_id)
             raise SandboxUnavailable(f"bubblewrap sandbox backend cannot bound this sandbox: {e}") from e
         except BaseException:
             await asyncio.to_thread(self._remove_dirs, root)
-            self.uids.release(uid)
+            self.uids.release(uid, sandbox_id)
             raise
         env = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent", "LANG": "C.UTF-8"}
         log = open(root / "bwrap.log", "wb")  # noqa: SIM115 - handed to the child, closed below
@@ -302,7 +302,7 @@ class BwrapBackend(SandboxBackend):
         except BaseException:
             await asyncio.to_thread(cgroups.remove)
             await asyncio.to_thread(self._remove_dirs, root)
-            self.uids.release(uid)
+            self.uids.release(uid, sandbox_id)
             raise
         finally:
             log.close()
@@ -342,7 +342,7 @@ class BwrapBackend(SandboxBackend):
         await asyncio.to_thread(proc.wait)
         await asyncio.to_thread(cgroups.remove)
         await asyncio.to_thread(self._remove_dirs, root)
-        self.uids.release(uid)  # its processes died with the sandbox's pid namespace
+        self.uids.release(uid, sandbox.id)  # its processes died with the sandbox's pid namespace
 
     async def is_running(self, sandbox: Sandbox) -> bool:
         return bool(sandbox.handle[0].poll() is None)
@@ -416,6 +416,8 @@ class BwrapBackend(SandboxBackend):
                         os.killpg(pid, signal.SIGKILL)
                 SandboxCgroups(meta["arborl.sandbox_id"]).remove()
                 self._remove_dirs(root)
+                if str(meta.get("arborl.agent_uid", "")).isdigit():  # its owner may be alive
+                    self.uids.release(int(meta["arborl.agent_uid"]), meta["arborl.sandbox_id"])
                 removed.append(meta["arborl.sandbox_id"])
         # cgroups and uids whose sandbox directory is already gone (a harness killed mid-create)
         known = {meta["arborl.sandbox_id"] for _, meta in self._entries()}

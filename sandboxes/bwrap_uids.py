@@ -4,7 +4,10 @@ Kernel state keyed by uid alone (a user's keyring, its process count, signals be
 processes) must not join two sandboxes. Each sandbox takes the lowest free uid of the range
 by creating a file named after it with O_EXCL in a directory every harness on this host
 shares, so concurrent harnesses never take the same one; destroying or reaping the sandbox
-frees it.
+frees it. The file names the sandbox and the process that took it: a reaper (any pool's start,
+a node's watchdog, `arborl sandbox gc`) frees a uid whose sandbox is gone only once that
+process is dead too, since a live one may be between taking the uid and writing its sandbox's
+metadata, and two sandboxes must never share a uid.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import SandboxUnavailable
+from .owner import is_same_process, process_start
 
 
 class UidAllocator:
@@ -29,21 +33,28 @@ class UidAllocator:
             except FileExistsError:
                 continue
             with os.fdopen(fd, "w") as f:
-                f.write(sandbox_id)
+                f.write(f"{sandbox_id} {os.getpid()} {process_start(os.getpid()) or ''}")
             return uid
         raise SandboxUnavailable(
             f"all {self.count} agent uids from {self.first} are taken by live local sandboxes: "
             "close some, run `arborl sandbox gc`, or raise agent_uid_count"
         )
 
-    def release(self, uid: int) -> None:
+    def release(self, uid: int, sandbox_id: str | None = None) -> None:
+        """Free `uid`; given `sandbox_id`, only while that sandbox still holds it (a reaper
+        may have freed it already, and another sandbox taken it since)."""
+        path = self.directory / str(uid)
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.directory / str(uid))
+            if sandbox_id is None or path.read_text().split(" ")[0] == sandbox_id:
+                os.unlink(path)
 
     def release_all_but(self, live_ids: Iterable[str]) -> None:
-        """Free the uids of sandboxes that no longer exist (after a harness was killed)."""
+        """Free the uids of sandboxes that no longer exist and whose taker is dead (a harness
+        that was killed)."""
         live = set(live_ids)
         for path in self.directory.iterdir():
-            with contextlib.suppress(OSError):
-                if path.read_text() not in live:
+            with contextlib.suppress(OSError, ValueError):
+                sandbox_id, _, taker = path.read_text().partition(" ")
+                pid, _, start = taker.partition(" ")
+                if sandbox_id not in live and not (pid and is_same_process(int(pid), start)):
                     path.unlink()

@@ -41,6 +41,7 @@ from .channel import Channel, ChannelTimeout
 from .drop_ids import IN_SANDBOX as DROP_IN_SANDBOX
 from .drop_ids import drop_helper
 from .errors import Fault, SandboxStartError, SandboxUnavailable
+from .images import image_exists
 from .owner import OWNER_PID, owner_alive, owner_labels, reapable
 from .server.wire import write_key
 
@@ -368,6 +369,9 @@ class DockerBackend(SandboxBackend):
                 )
             )
         return out
+
+    def has_image(self, image: str) -> bool:
+        return image_exists(self.client, image)
 
     def reap(self, all_sandboxes: bool = False, run: str | None = None) -> list[str]:
         import docker.errors

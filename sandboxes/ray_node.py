@@ -21,11 +21,14 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import BaseModel
+
 from .base import Sandbox, SandboxSpec
 from .errors import SandboxCrashed
 from .factory import make_backend
 from .owner import set_run_id
 from .pool import PoolConfig, SandboxPool
+from .watchdog import reap_when_gone
 
 #: What a harness may ask of a leased sandbox: what envs do with one, nothing of its lifecycle.
 SERVED = frozenset({"exec", "read_file", "write_file", "upload", "download", "reset", "ping"})
@@ -45,9 +48,16 @@ class SandboxNode:
         self._leases: dict[str, Sandbox] = {}
 
     async def start(self) -> dict[str, Any]:
-        """Start the pool (reaping the orphans of dead owners on this node); what it offers."""
+        """Start the pool (reaping the orphans of dead owners on this node); what it offers.
+        A watchdog removes this actor's sandboxes when it dies, closed or not (`watchdog.py`)."""
         if self._pool is None:
             backend = await asyncio.to_thread(make_backend, self._backend_config)
+            chosen = getattr(backend, "config", None)  # the one "auto" picked, for the watchdog
+            await asyncio.to_thread(
+                reap_when_gone,
+                os.getpid(),
+                chosen.model_dump() if isinstance(chosen, BaseModel) else dict(self._backend_config),
+            )
             self._pool = await SandboxPool(backend, self._pool_config).start()
         return {
             "host": socket.gethostname(),
@@ -88,6 +98,10 @@ class SandboxNode:
         where the sandboxes run, such as building a task's image on the node's engine. Only
         the harness reaches this actor (the agent reaches a sandbox, never the actor)."""
         return await asyncio.to_thread(fn, self._started().backend, *args)
+
+    async def has_image(self, image: str) -> bool:
+        """Whether this node's backend holds `image` (placement follows the images)."""
+        return await asyncio.to_thread(self._started().backend.has_image, image)
 
     async def stats(self) -> dict[str, object]:
         return {**self._started().stats(), "leases": len(self._leases)}

@@ -7,9 +7,11 @@
 - One `SandboxNode` actor per node that carries the `node_resource` custom resource, pinned
   there (hard node affinity), owning a `SandboxPool` on that node's own backend: the channel,
   the reset in place and the warm sandboxes never leave the node (`ray_node.py`).
-- Placement: each acquire goes to a live node with free capacity (its pool's `max_size`),
-  preferring the node this process runs on (`prefer_own_node`: no hop off the host), then
-  one that holds a warm sandbox of the same spec, then the one with most room.
+- Placement: each acquire goes to a live node with free capacity (its pool's `max_size`)
+  that holds the spec's image (asked of each node once per image, again after
+  `on_each_node` or a node joins; when no node holds it, any node, whose error then says
+  so), preferring the node this process runs on (`prefer_own_node`: no hop off the host),
+  then one that holds a warm sandbox of the same spec, then the one with most room.
   Every call of the episode then goes to that node (`RemoteSandbox`). Ray actor calls only.
 - Faults: a node, actor or worker that dies makes the episode's next call raise
   `SandboxCrashed` with fault "infra" (retried, never scored). The pool stops placing there;
@@ -18,7 +20,8 @@
 - No leaks: sandboxes are labelled with the pool's run id on every node. `close()` closes
   every node's pool, then each node reaps what this run left there (a dead actor's
   sandboxes included). A node lost for good is reaped when an actor starts there again
-  (its owner is dead). Actors are owned by this process: Ray ends them when it exits.
+  (its owner is dead). Actors are owned by this process: Ray ends them when it exits, and
+  each actor's watchdog then reaps its node's sandboxes (`watchdog.py`).
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ class RaySandboxPool:
         self._returns: set[asyncio.Task[Any]] = set()  # check-ins on their way to the nodes
         self._starting: asyncio.Future[None] | None = None
         self._failed: dict[str, float] = {}  # node id -> when its actor last failed to start
+        self._images: dict[str, set[str]] = {}  # image -> the node ids known to hold it
         self._closed = False
         self.own_node: str | None = None  # the Ray node this process runs on, once started
 
@@ -216,6 +220,7 @@ class RaySandboxPool:
             ray.kill(actor)
             return
         self.nodes[node_id] = NodeState(node_id, actor, info["host"], int(info["capacity"]))
+        self._images.clear()  # the node may hold images a placement has not seen
         log.info(
             "sandbox node %s (%s, %s): %d sandboxes",
             info["host"],
@@ -252,8 +257,31 @@ class RaySandboxPool:
                 ray.kill(node.actor)
         self._freed.set()
 
-    def _place(self, key: str) -> NodeState | None:
-        room = [n for n in self.nodes.values() if n.up and n.free() > 0]
+    async def _holding(self, image: str) -> set[str] | None:
+        """The live nodes that hold `image`; None when none does (or none answers)."""
+        known = self._images.get(image, set())
+        if any(self.is_live(self.nodes[n]) for n in known if n in self.nodes):
+            return known
+        live = [n for n in self.nodes.values() if n.up]
+        answers = await asyncio.gather(
+            *(n.actor.has_image.remote(image) for n in live), return_exceptions=True
+        )
+        held = set()
+        for node, answer in zip(live, answers, strict=True):
+            if isinstance(answer, NODE_LOST):
+                self.node_lost(node, answer)
+            elif answer is True:
+                held.add(node.node_id)
+        if held:
+            self._images[image] = held
+        return held or None
+
+    def _place(self, key: str, holding: set[str] | None = None) -> NodeState | None:
+        room = [
+            n
+            for n in self.nodes.values()
+            if n.up and n.free() > 0 and (holding is None or n.node_id in holding)
+        ]
         if not room:
             return None
         node = max(room, key=lambda n: (n.node_id == self.own_node, n.warm[key] > 0, n.free()))
@@ -282,7 +310,7 @@ class RaySandboxPool:
             if self._closed:
                 raise PoolClosed("pool was closed while waiting")
             remaining = deadline - time.monotonic()
-            node = self._place(spec.key())
+            node = self._place(spec.key(), await self._holding(spec.image))
             if node is None:
                 if remaining <= 0:
                     raise PoolTimeout(self._full_message(time.monotonic() - start))
@@ -367,6 +395,7 @@ class RaySandboxPool:
                 out[node.node_id] = result
         if not out:
             raise SandboxUnavailable("every sandbox node was lost; start them again (docs/scale-out.md)")
+        self._images.clear()  # `fn` may have built images
         return out
 
     # ---- waiting and numbers --------------------------------------------------------------

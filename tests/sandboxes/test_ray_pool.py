@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -192,3 +193,48 @@ async def test_a_node_lost_mid_eval_loses_no_episode_and_its_successor_is_used(c
         await run_eval(pool, 9, later, errors, hold_s=0.5)
         assert fresh.node_id in {a.node for a in later}
     assert run_sandboxes(bwrap_backend, pool.id) == []
+
+
+DRIVER = """
+import asyncio, sys
+import ray
+from arborl.sandboxes import PoolConfig, SandboxSpec
+from arborl.sandboxes.ray_pool import RayPoolConfig, RaySandboxPool
+
+async def main():
+    ray.init(address=sys.argv[1], log_to_driver=False)
+    pool = RaySandboxPool(RayPoolConfig(
+        backend={"type": sys.argv[3]}, pool=PoolConfig(max_size=2, health_interval_s=0), run_id=sys.argv[2]))
+    held = [await pool.checkout(SandboxSpec()) for _ in range(4)]
+    print("holding", len({sb.node_id for sb in held}), flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("kind", ["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_driver_killed_mid_run_leaves_no_sandbox_on_any_node(cluster, kind, request, tmp_path):
+    """A trainer that crashes (SIGKILL: nothing of it runs again) never closes its pool. Ray
+    ends the node actors it owned; each actor's watchdog then removes that node's sandboxes:
+    Docker containers outlive their creator, and a bubblewrap sandbox leaves its directory,
+    cgroup and uid behind (its processes die with the actor)."""
+    backend = request.getfixturevalue(f"{kind}_backend")
+    run_id = f"killed-driver-{kind}-{time.time_ns()}"
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    driver = subprocess.Popen(
+        [sys.executable, str(script), cluster.address, run_id, kind], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        line = driver.stdout.readline() if driver.stdout else ""
+        assert line.startswith("holding"), f"the driver did not start: {line!r} (rc {driver.poll()})"
+        assert int(line.split()[1]) >= 2  # spread over nodes (two sandboxes a node)
+        assert len(run_sandboxes(backend, run_id)) >= 4
+    finally:
+        driver.kill()
+        driver.wait()
+    deadline = time.monotonic() + 60
+    while left := run_sandboxes(backend, run_id):
+        assert time.monotonic() < deadline, f"left behind by the killed driver's actors: {left}"
+        time.sleep(0.5)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import pickle
+import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -44,6 +46,32 @@ async def test_reaper_removes_a_runs_sandboxes_whose_owner_is_alive(bwrap_backen
         assert sb.id not in {i.id for i in bwrap_backend.list_sandboxes()}
     finally:
         await bwrap_backend.destroy(sb)
+
+
+@pytest.mark.bwrap
+def test_a_reap_frees_no_uid_a_live_harness_is_still_taking(bwrap_backend):
+    """A harness takes its sandbox's uid before it writes the sandbox's metadata. A reaper
+    that runs in between (another pool's start, a node actor's watchdog) must not free that
+    uid, or a second sandbox could take it: two sandboxes of one uid share its keyring,
+    process count and signals. A killed harness's uid is freed."""
+    uids = bwrap_backend.uids
+    taken = uids.take("still-being-created")
+    dead = subprocess.run(
+        [sys.executable, "-c", "import sys; from arborl.sandboxes import BwrapBackend; "
+         "print(BwrapBackend().uids.take('its-harness-was-killed'))"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    orphan = int(dead.stdout)
+    try:
+        bwrap_backend.reap()
+        assert (uids.directory / str(taken)).exists()
+        assert not (uids.directory / str(orphan)).exists()
+        uids.release(taken, "another-sandbox")  # not its uid: left alone
+        assert (uids.directory / str(taken)).exists()
+    finally:
+        uids.release(taken, "still-being-created")
+        uids.release(orphan)
+    assert not (uids.directory / str(taken)).exists()
 
 
 @pytest.mark.bwrap
