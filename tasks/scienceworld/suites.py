@@ -2,14 +2,14 @@
 
 `scienceworld-<task>` per task type: the first few of the package's test variations of that
 type. `scienceworld`: all of those together. `scienceworld-train`: every train variation of
-every type (for training; no validation run covers it). The names come from the variation
+every type (for training). The names come from the variation
 snapshot, so registering reads one JSON file and starts no JVM.
 """
 
 import json
 
 from ..suites import Suite, register_suite
-from .task import DEFAULT_STEP_LIMIT, SUITE_VARIATIONS, gold_budget
+from .task import SUITE_VARIATIONS, gold_budget, unmeasured_budget
 from .variations import SNAPSHOT
 
 _TYPES: dict[str, dict] = json.loads(SNAPSHOT.read_text())["tasks"]
@@ -56,7 +56,7 @@ register_suite(
         description="ScienceWorld's train split: every train variation of the 30 task types",
         gold=_GOLD,
         empty=_EMPTY,
-        max_turns=DEFAULT_STEP_LIMIT,
+        max_turns=unmeasured_budget(),
         tags=("scienceworld", "multi-turn", "train"),
     )
 )
