@@ -9,7 +9,7 @@ measures, as ratios within the run (the machine is shared and noisy):
 
 Every node here shares this machine's cores, so more nodes add room, not CPU: the throughput
 ratio shows that spreading costs nothing and where the harness saturates, not the speed-up
-real hosts would give. Writes bench/results/ray-sandboxes.md.
+real hosts would give. Writes bench/results/ray-sandboxes-<backend>.md.
 
     python bench/bench_ray_sandboxes.py [--quick] [--backend bwrap|docker]
 """
@@ -150,7 +150,7 @@ def main() -> int:
     ]
     text = "\n".join(head + lines) + "\n"
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "ray-sandboxes.md").write_text(text)
+    (RESULTS / f"ray-sandboxes-{args.backend}.md").write_text(text)
     print(text)
     return 0
 
