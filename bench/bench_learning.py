@@ -33,8 +33,13 @@ signal for GRPO), the PPO clip fraction, RL wall clock.
 Any other registered suite runs too (e.g. issue 34's `sokoban-6x6`): name its training stream
 (`--train 'module:fn'`, called as fn(n, seed, **--train-options), never the held-out tasks)
 and, where they differ from the toy suites', its budgets (`--max-turns`, `--max-new-tokens`,
-`--max-context-tokens`), the warm start's demonstrator (`--demo`; default the suite's gold
+`--max-context-tokens`, `--context`), the warm start's demonstrator (`--demo`; default the suite's gold
 policy) and the env (`--env-id`; default the suite's, used for training and held-out alike).
+Sokoban's prompt is some 750 tokens of the tiny tokenizer on the first turn and 1,100 after
+(verl-agent's template, the room and the last two rooms each turn), so a whole 15-turn episode
+is some 16k tokens: run it with `--context sliding_window --max-context-tokens 2048` (the
+opening prompt and the newest turn, which carries the last two observations as verl-agent's
+prompt does; the tiny model has 4096 positions).
 `--gigpo-options '{"enable_similarity": true}'` passes options to both GiGPO modes'
 estimator (`episode_norm`, `enable_similarity`, `similarity_thresh`, ...). The table also
 reports GiGPO's anchor groups in every mode's batches: the fraction of turns in a group of
@@ -153,6 +158,7 @@ def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
             "max_turns": args.max_turns,  # the toy suites' budget: one detour
             "max_new_tokens": args.max_new_tokens,
             "max_context_tokens": args.max_context_tokens,
+            "context": args.context,
             "temperature": args.temperature,
         },
         # sync: every sample from the current weights, so the modes differ only in credit and
@@ -202,7 +208,7 @@ def warm_start(args: argparse.Namespace) -> str:
         "steps": args.sft_steps,
         "demos": 200 if args.quick else 4000,
         "batch_size": args.sft_batch,
-        "env_weight": 1.0,
+        "env_weight": args.sft_env_weight,
         "gold": args.demo,
         "train_options": args.demo_options,
         "max_turns": args.demo_max_turns,
@@ -232,6 +238,7 @@ def sampled_success(model: str, args: argparse.Namespace, out: Path) -> float:
                 "temperature": args.temperature,
                 "max_new_tokens": args.max_new_tokens,
                 "max_context_tokens": args.max_context_tokens,
+                "context": args.context,
                 "seed": 0,
             },
             "run": {"dir": str(out), "resume": False},
@@ -336,6 +343,13 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=48, help="per turn")
     ap.add_argument("--max-context-tokens", type=int, default=1024)
     ap.add_argument(
+        "--context",
+        choices=["truncate", "sliding_window"],
+        default="truncate",
+        help="past --max-context-tokens: end the episode, or drop the oldest turns (RL, the "
+        "demonstrations and the held-out evaluations alike; tree modes need truncate)",
+    )
+    ap.add_argument(
         "--gigpo-options", default=None, help="JSON keyword options of the GiGPO modes' estimator"
     )
     ap.add_argument("--seeds", type=int, default=5)
@@ -350,8 +364,19 @@ def main() -> None:
     )
     ap.add_argument("--sft-steps", type=int, default=300)
     ap.add_argument("--sft-batch", type=int, default=32)
+    ap.add_argument(
+        "--sft-env-weight",
+        type=float,
+        default=1.0,
+        help="weight of the tokens the demonstrator did not write (observations) in the warm "
+        "start's loss, per reply token (sft.env_weight; 0 where observations dwarf the replies)",
+    )
     ap.add_argument("--init", default=None, help="a model dir to start from (skips the warm start)")
-    ap.add_argument("--warm-only", action="store_true", help="only the warm start (reuse it with --init)")
+    ap.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="only the warm start and its sampled held-out success (reuse it with --init)",
+    )
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--lr", type=float, default=1e-4, help="short runs: above the main job's 3e-5")
     ap.add_argument("--temperature", type=float, default=0.6)
@@ -369,6 +394,13 @@ def main() -> None:
     modes = [m for m in args.modes.split(",") if m]
     if modes[0] != "grpo":
         raise SystemExit("--modes must start with grpo: the others match its generated tokens")
+    trees = [m for m in modes if "tree" in MODES[m].get("rollout", {})]
+    if trees and args.context != "truncate" and not (args.warm_only or args.report):
+        raise SystemExit(
+            f"--context {args.context} with the tree modes {trees}: a tree's leaves share their "
+            "prefix turns, which a new context would split; run them with --context truncate "
+            "(and a --max-context-tokens that holds a whole episode) or leave them out of --modes"
+        )
     if args.report:
         report(args, modes)
         return
@@ -378,11 +410,11 @@ def main() -> None:
     (args.out / "command.txt").write_text(command_line() + "\n")  # for --report
     t_start = time.time()
     model = args.init or warm_start(args)
+    before = sampled_success(model, args, args.out / "eval-start")
+    print(f"warm start: sampled held-out success {before:.1%} ({time.time() - t_start:.0f} s)", flush=True)
     if args.warm_only:
         print(f"warm start: {model}")
         return
-    before = sampled_success(model, args, args.out / "eval-start")
-    print(f"warm start: sampled held-out success {before:.1%}", flush=True)
     runs: dict[str, list[Path]] = {m: [] for m in modes}
     after: dict[str, list[float]] = {m: [] for m in modes}
     stats: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
@@ -481,8 +513,9 @@ def write_table(
 `{ran}` on {platform.node()} \
 ({os.cpu_count()} cores), {time.strftime("%Y-%m-%d %H:%M")}, {when}. \
 Suite `{args.suite}`, training tasks `{args.train}` {json.dumps(args.train_options)}, at most \
-{args.max_turns} turns of {args.max_new_tokens} tokens; one warm start \
-({args.init or f"{args.sft_steps} SFT steps on demonstrations by `{args.demo or 'the suite gold policy'}`"}); \
+{args.max_turns} turns of {args.max_new_tokens} tokens, context {args.context} \
+{args.max_context_tokens} tokens; one warm start \
+({args.init or f"{args.sft_steps} SFT steps (env weight {args.sft_env_weight:g}) on demonstrations by `{args.demo or 'the suite gold policy'}`"}); \
 GiGPO options {json.dumps(args.gigpo_options)}; sync RL, 4 groups x 8 a step, lr {args.lr:g}, temperature {args.temperature}, 2 mini-batches a \
 batch; GRPO runs {args.steps} steps and every other mode stops at GRPO's generated tokens of \
 the same seed (at most {args.max_steps_factor:g}x the steps). Held-out success sampled: \

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from arborl.agents.context import ContextMode
 from arborl.tasks.user_suites import suite_slug
 
 
@@ -27,6 +28,11 @@ class ModelSection(_Strict):
     )
     max_new_tokens: int = Field(256, ge=1, description="tokens per reply")
     max_context_tokens: int = Field(4096, ge=2, description="prompt + every turn")
+    context: ContextMode = Field(
+        "truncate",
+        description="past max_context_tokens: end the episode (truncate), drop the oldest turns "
+        "(sliding_window) or have the model summarise (summarize), as the agent's `context`",
+    )
     temperature: float = Field(0.0, ge=0, description="0: greedy")
     top_p: float = Field(1.0, gt=0, le=1)
     seed: int | None = Field(0, ge=0, description="sampling seed of sample 0 (sample j: seed + j)")

@@ -164,6 +164,7 @@ class ModelDriver:
                 max_turns=max_turns,
                 max_new_tokens=cfg.max_new_tokens,
                 max_context_tokens=cfg.max_context_tokens,
+                context=cfg.context,
                 sampling=SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, seed=seed),
             ),
         )

@@ -103,3 +103,21 @@ def prompt(grid: str, history: Sequence[tuple[str, str]], history_length: int = 
         current_step=len(history) + 1,
         current_observation=grid,
     )
+
+
+_SHOWN = "current observation is:\n"
+_AFTER = "\nYour admissible actions are"
+
+
+def current_grid(text: str) -> tuple[str, ...] | None:
+    """The rows (`game.SYMBOLS`) of the grid a prompt shows as the current observation, the
+    inverse of filling either template with `game.render_grid`'s text; None if `text` shows none."""
+    start = text.rfind(_SHOWN)
+    if start == -1:
+        return None
+    start += len(_SHOWN)
+    end = text.find(_AFTER, start)
+    if end == -1:
+        return None
+    lines = text[start:end].split("\n")
+    return tuple("".join(cell.strip() for cell in line.split("\t") if cell.strip()) for line in lines)

@@ -5,8 +5,8 @@
 - `generate_train_tasks(n, seed)`: `arborl train tasks.train=` generator: rooms of seeds
   ``train:<seed>:<i>``, skipping any room the suite holds (a 6x6 room has a 4x4 inside, so
   the two seed spaces meet now and then).
-- `gold_policy`: plays the solver's shortest solution in verl-agent's reply format;
-  `empty_policy`: replies nothing (no move, an invalid reply, every turn).
+- `gold_policy`: plays a shortest solution from the board it is shown, in verl-agent's reply
+  format; `empty_policy`: replies nothing (no move, an invalid reply, every turn).
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from typing import Any
 
 from ..common import Policy
 from ..stream import draw_unseen
+from .game import Board
 from .levels import generate_level
+from .prompt import current_grid
+from .solver import solve
 from .task import MAX_STEPS, SokobanTask
 
 SUITE_SIZE = 100
@@ -67,14 +70,31 @@ def _reply(move: str) -> str:
 
 
 def gold_policy(task: SokobanTask) -> Policy:
-    """The task's shortest solution, one move a turn (the n-th reply plays the n-th move)."""
+    """A shortest solution's next move from the board of the latest observation.
+
+    Solved again every turn from what the env shows now, not the n-th move of `task.solution`
+    counted by replies: a context that drops old turns (a sliding window, a summary) or a
+    harness that shows only the latest prompt would make the count wrong."""
 
     def policy(messages: list[dict[str, Any]], info: dict[str, Any]) -> str:
-        played = sum(m.get("role") == "assistant" for m in messages)
-        moves = task.solution
-        return _reply(moves[played]) if played < len(moves) else _reply("still")
+        moves = solve(_shown_board(messages, task))
+        return _reply(moves[0]) if moves else _reply("still")
 
     return policy
+
+
+def _shown_board(messages: list[dict[str, Any]], task: SokobanTask) -> Board:
+    """The board of the newest user message that shows one (the env's latest observation)."""
+    for message in reversed(messages):
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            rows = current_grid(content)
+            if rows is not None:
+                return Board.parse(rows)
+    raise ValueError(
+        f"task {task.id}: no user message shows a Sokoban board (verl-agent's prompt, "
+        "'your current observation is:' and the grid); give the policy the env's observations"
+    )
 
 
 def empty_policy(task: SokobanTask) -> Policy:

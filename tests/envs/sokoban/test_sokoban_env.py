@@ -20,6 +20,7 @@ import pytest
 import arborl.envs  # noqa: F401 - registers the ids
 from arborl.tasks import get_suite
 from arborl.tasks.sokoban.game import render_grid
+from arborl.tasks.sokoban.suite import gold_policy
 
 STEP, ON, DONE, NO_MOVE, INVALID, TURNS = -0.1, 1.0, 10.0, -0.1, 0.1, 15
 
@@ -112,6 +113,27 @@ def test_concurrent_async_episodes_keep_their_own_boards(tasks):
     for task, (terminated, total) in zip(tasks, asyncio.run(main()), strict=True):
         assert terminated
         assert total == pytest.approx(STEP * len(task.solution) + ON + DONE)
+
+
+def test_the_gold_policy_solves_from_the_latest_observation_alone():
+    """A context that dropped the earlier turns (a sliding window, a summary, a harness that
+    sends only the newest prompt) still gets the right move: the policy reads the board."""
+    env = gymnasium.make("arborl/Sokoban-v0")
+    rooms = [t for t in get_suite("sokoban-6x6").tasks()[:30] if len(set(t.solution)) > 1]
+    assert len(rooms) >= 10  # rooms whose moves differ: replaying the first move every turn fails
+    for task in rooms:
+        policy = gold_policy(task)
+        obs, info = env.reset(options={"task": task})
+        for _turn in range(len(task.solution)):
+            obs, _r, terminated, truncated, info = env.step(policy(list(obs), info))
+            if terminated or truncated:
+                break
+        assert terminated and info["won"], task.id
+
+
+def test_the_gold_policy_without_a_board_says_what_it_needs(tasks):
+    with pytest.raises(ValueError, match="no user message shows a Sokoban board"):
+        gold_policy(tasks[0])([{"role": "user", "content": "hello"}], {})
 
 
 @pytest.mark.parametrize(("agent", "rate"), [("gold", 1.0), ("empty", 0.0)])
