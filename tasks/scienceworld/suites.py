@@ -9,7 +9,7 @@ snapshot, so registering reads one JSON file and starts no JVM.
 import json
 
 from ..suites import Suite, register_suite
-from .task import SUITE_VARIATIONS, gold_budget, unmeasured_budget
+from .task import SUITE_VARIATIONS, gold_budget, longest_gold_budget
 from .variations import SNAPSHOT
 
 _TYPES: dict[str, dict] = json.loads(SNAPSHOT.read_text())["tasks"]
@@ -44,7 +44,7 @@ register_suite(
         description=f"ScienceWorld, all 30 task types: {SUITE_VARIATIONS} test variations of each",
         gold=_GOLD,
         empty=_EMPTY,
-        max_turns=max(_turns(i["gold_steps"]) for i in _TYPES.values()),
+        max_turns=longest_gold_budget(),
         tags=("scienceworld", "multi-turn"),
     )
 )
@@ -56,7 +56,7 @@ register_suite(
         description="ScienceWorld's train split: every train variation of the 30 task types",
         gold=_GOLD,
         empty=_EMPTY,
-        max_turns=unmeasured_budget(),
+        max_turns=longest_gold_budget(),
         tags=("scienceworld", "multi-turn", "train"),
     )
 )

@@ -71,22 +71,23 @@ def task_names() -> list[str]:
 
 
 @cache
-def unmeasured_budget() -> int:
-    """The step limit of a variation whose gold sequence was never measured (the snapshot
-    measures the suites' test variations only: a JVM takes 0.3-15 s per gold path, hours for
-    the train split): the budget of the longest measured one. Gold lengths differ between the
-    variations of one type by up to twice (inclined-plane-determine-angle: 76 in its test
-    variations, 153 in train variation 28), so a type's own longest is not enough."""
+def longest_gold_budget() -> int:
+    """The budget of the longest measured gold sequence: the `scienceworld` suite's turn
+    budget, and the step limit of a variation whose gold sequence was never measured (the
+    snapshot measures the suites' test variations only: a JVM takes 0.3-15 s per gold path,
+    hours for the train split). Gold lengths differ between the variations of one type by up
+    to twice (inclined-plane-determine-angle: 76 in its test variations, 153 in train
+    variation 28), so a type's own longest is not enough."""
     return max(gold_budget(n) for info in variations().values() for n in info.get("gold_steps", {}).values())
 
 
 def make_task(task_name: str, variation: int, split: Split | None = None) -> ScienceWorldTask:
     """The task of one variation; its step limit is the package's 100, or its gold sequence's
     length and a quarter where that is more (the simulator draws a new gold path at each load,
-    and its length varies by a few actions); `unmeasured_budget()` where that length is not
+    and its length varies by a few actions); `longest_gold_budget()` where that length is not
     in the snapshot."""
     measured = variations()[task_name].get("gold_steps", {}).get(str(variation))
-    gold = gold_budget(measured) if measured is not None else unmeasured_budget()
+    gold = gold_budget(measured) if measured is not None else longest_gold_budget()
     return ScienceWorldTask(
         id=f"scienceworld/{task_name}/{variation}",
         task_name=task_name,
