@@ -14,6 +14,7 @@ from arborl.envs.scienceworld import JVMPool, ScienceWorldEnv
 from arborl.envs.scienceworld import game as sw
 from arborl.tasks.scienceworld.gold import gold_actions
 from arborl.tasks.scienceworld.task import make_task
+from arborl.tasks.scienceworld.variations import variations
 
 pytestmark = pytest.mark.slow
 TASK = make_task("find-living-thing", 225, "test")
@@ -108,6 +109,22 @@ def test_episodes_step_concurrently_in_their_own_jvms(pool):
         return await asyncio.gather(play(TASK), play(other))
 
     assert run(both()) == [(1.0, True), (1.0, True)]
+
+
+def test_valid_actions_are_the_packages_list_in_its_order(pool):
+    """`game.valid_actions` (one joined string from the JVM) is what the package's `step` puts in
+    `info['valid']`, `get_valid_action_object_combinations()`, item by item."""
+    game = asyncio.run(pool.acquire())
+    try:
+        for name in ("boil", "chemistry-mix"):
+            task = make_task(name, variations()[name]["test"][0], "test")
+            sw.load(game, task)
+            for action in gold_actions(task)[:6]:
+                sw.step(game, action)
+            theirs = game.get_valid_action_object_combinations()
+            assert len(theirs) > 500 and sw.valid_actions(game) == theirs, name
+    finally:
+        pool.release(game)
 
 
 def test_valid_actions_come_when_asked(pool):
