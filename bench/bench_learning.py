@@ -37,9 +37,13 @@ and, where they differ from the toy suites', its budgets (`--max-turns`, `--max-
 policy) and the env (`--env-id`; default the suite's, used for training and held-out alike).
 Sokoban's prompt is some 750 tokens of the tiny tokenizer on the first turn and 1,100 after
 (verl-agent's template, the room and the last two rooms each turn), so a whole 15-turn episode
-is some 16k tokens: run it with `--context sliding_window --max-context-tokens 2048` (the
-opening prompt and the newest turn, which carries the last two observations as verl-agent's
-prompt does; the tiny model has 4096 positions).
+is some 16k tokens. Two ways to run it: with verl-agent's prompt every turn, `--context
+sliding_window --max-context-tokens 2048` (the opening prompt and the newest turn, which
+carries the last two observations as verl-agent's prompt does; the tiny model has 4096
+positions; no tree modes); or in a chat that keeps its turns, `--env-id arborl/SokobanChat-v0
+--tokenizer-text arborl.tasks.sokoban.suite:tokenizer_text --max-context-tokens 2560` (verl-
+agent's first prompt, then each new board alone: a whole episode is under 2,000 tokens, so
+every mode, trees included, runs with `--context truncate`).
 `--gigpo-options '{"enable_similarity": true}'` passes options to both GiGPO modes'
 estimator (`episode_norm`, `enable_similarity`, `similarity_thresh`, ...). The table also
 reports GiGPO's anchor groups in every mode's batches: the fraction of turns in a group of
@@ -149,7 +153,7 @@ class TokenBudgetTrainer(Trainer):
 
 def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
     cfg: dict[str, Any] = {
-        "model": {"tiny": main_job_model() if args.model == "main" else {}},
+        "model": {"tiny": tiny_model(args)},
         "tasks": {"train": args.train, "train_options": args.train_options, "eval_suite": args.suite},
         "rollout": {
             "env_id": args.env_id,
@@ -173,6 +177,14 @@ def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
     if algorithm.get("estimator") == "gigpo":
         cfg["algorithm"] = {**algorithm, "estimator_options": args.gigpo_options}
     return TrainConfig.model_validate(cfg)
+
+
+def tiny_model(args: argparse.Namespace) -> dict[str, Any]:
+    """`model.tiny`: the size `--model` names, its tokenizer trained on `--tokenizer-text`."""
+    tiny = main_job_model() if args.model == "main" else {}
+    if args.tokenizer_text:
+        tiny["domain_text"] = [args.tokenizer_text]
+    return tiny
 
 
 def suite_settings(args: argparse.Namespace) -> None:
@@ -361,6 +373,12 @@ def main() -> None:
         default="small",
         help="the tiny model's size: the library default (2 layers, hidden 64) or the main job's "
         "(4 layers, hidden 128; several times slower a step)",
+    )
+    ap.add_argument(
+        "--tokenizer-text",
+        default=None,
+        help="'module:fn' giving the suite's language for the tiny model's tokenizer (model.tiny."
+        "domain_text; default: tool-mini's), e.g. arborl.tasks.sokoban.suite:tokenizer_text",
     )
     ap.add_argument("--sft-steps", type=int, default=300)
     ap.add_argument("--sft-batch", type=int, default=32)

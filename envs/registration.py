@@ -30,6 +30,7 @@ BUILTIN_ENVS = {
     "arborl/Web-v0": "arborl.envs.web.env:WebEnv",
     "arborl/MiniWoB-v0": "arborl.envs.web.miniwob:MiniWoBEnv",
     "arborl/Sokoban-v0": "arborl.envs.sokoban.env:SokobanEnv",
+    "arborl/SokobanChat-v0": "arborl.envs.sokoban.env:SokobanChatEnv",
     "arborl/BFCL-v0": "arborl.envs.bfcl.env:BfclEnv",
     "arborl/TextWorld-v0": "arborl.envs.textworld.env:TextWorldEnv",
     "arborl/ScienceWorld-v0": "arborl.envs.scienceworld.env:ScienceWorldEnv",

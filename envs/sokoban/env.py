@@ -17,6 +17,13 @@ The state is the board, per episode; `state_hash` is the hash of the grid alone,
 boards in two episodes of a group are one anchor state (verl-agent's GiGPO anchors on the
 observation, `'anchor': obs` in its SokobanEnvironmentManager).
 
+`arborl/SokobanChat-v0` (`SokobanChatEnv`) is the same game for a harness that keeps the chat:
+verl-agent's first prompt, then each turn the new board alone (`prompt.board_prompt`), since
+the earlier boards and moves are already the chat's own turns. The rooms, the moves, the
+reward and the anchors are the same; only the text of turns 2 on is shorter (about a tenth
+of verl-agent's, which repeats the rules and the last two boards each turn), so a whole
+15-turn episode fits one context of a small model and tree rollouts can share its turns.
+
 `info` per step: `action` (the move played, "Still" for none), `is_action_valid` (verl-agent's
 name), `format_error` (its negation), `action_is_effective` (the player moved), `won`,
 `boxes_on_target`; at a cut: `truncated_by="max_steps"`.
@@ -28,7 +35,7 @@ from typing import Any, ClassVar
 
 from arborl.tasks.sokoban.game import Board, render_grid
 from arborl.tasks.sokoban.projection import INVALID_ACTION_PENALTY, project, turn_reward
-from arborl.tasks.sokoban.prompt import HISTORY_LENGTH, first_prompt, prompt
+from arborl.tasks.sokoban.prompt import HISTORY_LENGTH, board_prompt, first_prompt, prompt
 from arborl.tasks.sokoban.task import SokobanTask
 
 from ..base import Step, TextEnv, stable_hash
@@ -87,11 +94,23 @@ class SokobanEnv(TextEnv):
         }
         if cut:
             info["truncated_by"] = "max_steps"
-        observation = prompt(render_grid(self.board), self.history, self.history_length)
+        observation = self.observe(render_grid(self.board))
         return Step(observation, reward=reward, terminated=won, truncated=cut, info=info)
+
+    def observe(self, grid: str) -> str:
+        """A later turn's message: verl-agent's whole prompt with the recent history."""
+        return prompt(grid, self.history, self.history_length)
 
     async def on_finish(self) -> tuple[float, dict[str, Any]]:
         return 0.0, {"won": self.board is not None and self.board.solved()}
 
     async def state_hash(self) -> str:
         return stable_hash(self.board.rows() if self.board is not None else None)
+
+
+class SokobanChatEnv(SokobanEnv):
+    """Sokoban for a chat that keeps its turns: verl-agent's first prompt, then the new board
+    alone each turn (`history_length` does not apply: the chat holds the history)."""
+
+    def observe(self, grid: str) -> str:
+        return board_prompt(grid)

@@ -105,19 +105,28 @@ def prompt(grid: str, history: Sequence[tuple[str, str]], history_length: int = 
     )
 
 
+def board_prompt(grid: str) -> str:
+    """A later turn's message in a chat that keeps its turns (`SokobanChatEnv`): the new board
+    alone, in the words the first prompt used for it; the rules, the symbols and the reply
+    format stay in the chat from the first turn, and the earlier boards with the moves made
+    from them are the chat's own earlier turns."""
+    return f"Your current observation is:\n{grid}"
+
+
 _SHOWN = "current observation is:\n"
 _AFTER = "\nYour admissible actions are"
 
 
 def current_grid(text: str) -> tuple[str, ...] | None:
     """The rows (`game.SYMBOLS`) of the grid a prompt shows as the current observation, the
-    inverse of filling either template with `game.render_grid`'s text; None if `text` shows none."""
+    inverse of filling either template (or `board_prompt`) with `game.render_grid`'s text;
+    None if `text` shows none."""
     start = text.rfind(_SHOWN)
     if start == -1:
         return None
     start += len(_SHOWN)
     end = text.find(_AFTER, start)
     if end == -1:
-        return None
+        end = len(text.rstrip("\n"))  # `board_prompt`: the grid ends the message
     lines = text[start:end].split("\n")
     return tuple("".join(cell.strip() for cell in line.split("\t") if cell.strip()) for line in lines)

@@ -5,6 +5,8 @@
 - `generate_train_tasks(n, seed)`: `arborl train tasks.train=` generator: rooms of seeds
   ``train:<seed>:<i>``, skipping any room the suite holds (a 6x6 room has a 4x4 inside, so
   the two seed spaces meet now and then).
+- `tokenizer_text()`: the text of training rooms' turns, for a tiny model's tokenizer
+  (`model.tiny.domain_text`).
 - `gold_policy`: plays a shortest solution from the board it is shown, in verl-agent's reply
   format; `empty_policy`: replies nothing (no move, an invalid reply, every turn).
 """
@@ -16,9 +18,9 @@ from typing import Any
 
 from ..common import Policy
 from ..stream import draw_unseen
-from .game import Board
+from .game import DIRECTIONS, Board, push, render_grid
 from .levels import generate_level
-from .prompt import current_grid
+from .prompt import board_prompt, current_grid, first_prompt, prompt
 from .solver import solve
 from .task import MAX_STEPS, SokobanTask
 
@@ -100,3 +102,27 @@ def _shown_board(messages: list[dict[str, Any]], task: SokobanTask) -> Board:
 def empty_policy(task: SokobanTask) -> Policy:
     """Says nothing: no move and an invalid reply every turn, so the room stays unsolved."""
     return lambda messages, info: ""
+
+
+def tokenizer_text(n: int = 300) -> list[str]:
+    """What a model playing Sokoban reads and writes, for a locally trained tokenizer
+    (`agents.tiny`, `model.tiny.domain_text`): the first prompt, verl-agent's later prompts
+    and `board_prompt`'s, and the gold replies, over `n` rooms of a training stream of their
+    own (never the suite's). A tokenizer that has read it spends about 430 tokens on the
+    first prompt and 70 on a board, against 760 and 115 for one trained on tool-mini's text."""
+    held_out = {task.rows for task in load_suite()}
+    lines: list[str] = []
+    for task in generate_train_tasks(n, seed=7919):
+        boards, history, turns = [task.board()], [], []
+        for move in (*task.solution, *DIRECTIONS)[:4]:
+            history.append((render_grid(boards[-1]), move))
+            boards.append(push(boards[-1], move))
+            turns += [
+                prompt(render_grid(boards[-1]), history),
+                board_prompt(render_grid(boards[-1])),
+                _reply(move),
+            ]
+        # a few moves into a training room can be a held-out room's start: such a room is left out
+        if not any(board.rows() in held_out for board in boards):
+            lines += [first_prompt(render_grid(boards[0])), *turns]
+    return lines

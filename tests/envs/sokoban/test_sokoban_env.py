@@ -19,7 +19,7 @@ import pytest
 
 import arborl.envs  # noqa: F401 - registers the ids
 from arborl.tasks import get_suite
-from arborl.tasks.sokoban.game import render_grid
+from arborl.tasks.sokoban.game import push, render_grid
 from arborl.tasks.sokoban.suite import gold_policy
 
 STEP, ON, DONE, NO_MOVE, INVALID, TURNS = -0.1, 1.0, 10.0, -0.1, 0.1, 15
@@ -134,6 +134,47 @@ def test_the_gold_policy_solves_from_the_latest_observation_alone():
 def test_the_gold_policy_without_a_board_says_what_it_needs(tasks):
     with pytest.raises(ValueError, match="no user message shows a Sokoban board"):
         gold_policy(tasks[0])([{"role": "user", "content": "hello"}], {})
+
+
+def test_the_chat_variant_shows_the_first_prompt_then_each_new_board_alone(tasks):
+    """arborl/SokobanChat-v0: verl-agent's first prompt word for word, then each turn the new
+    board in the first prompt's words, nothing else (the chat holds the rules and history)."""
+    task = tasks[0]
+    chat, verl = gymnasium.make("arborl/SokobanChat-v0"), gymnasium.make("arborl/Sokoban-v0")
+    (first,), _ = chat.reset(options={"task": task})
+    assert first == verl.reset(options={"task": task})[0][0]
+    board = task.board()
+    for move in task.solution:
+        (msg,), r, terminated, truncated, info = chat.step(reply(move))
+        _, r_verl, term_verl, _, info_verl = verl.step(reply(move))
+        board = push(board, move)
+        assert msg == {"role": "user", "content": f"Your current observation is:\n{render_grid(board)}"}
+        assert (r, terminated, info["state_hash"]) == (r_verl, term_verl, info_verl["state_hash"])
+    assert terminated and info["won"] and not truncated
+
+
+def test_the_gold_policy_solves_the_chat_variant_from_the_whole_chat(tasks):
+    env = gymnasium.make("arborl/SokobanChat-v0")
+    for task in tasks:
+        policy = gold_policy(task)
+        obs, info = env.reset(options={"task": task})
+        chat = list(obs)
+        for _turn in range(task.max_steps):
+            answer = policy(chat, info)
+            obs, _r, terminated, truncated, info = env.step(answer)
+            chat += [{"role": "assistant", "content": answer}, *obs]
+            if terminated or truncated:
+                break
+        assert terminated and info["won"], task.id
+
+
+def test_the_tokenizer_text_never_shows_a_held_out_room():
+    from arborl.tasks.sokoban.prompt import current_grid
+    from arborl.tasks.sokoban.suite import tokenizer_text
+
+    held_out = {t.rows for t in get_suite("sokoban-6x6").tasks()}
+    shown = {current_grid(line) for line in tokenizer_text(40)} - {None}
+    assert len(shown) > 40 and not shown & held_out
 
 
 @pytest.mark.parametrize(("agent", "rate"), [("gold", 1.0), ("empty", 0.0)])
