@@ -29,6 +29,7 @@ the episode with `truncation="context_overflow"`, and is not kept; `"sliding_win
 from __future__ import annotations
 
 import copy
+import hashlib
 import inspect
 import logging
 import time
@@ -260,7 +261,7 @@ class Agent:
         room = min(self.config.max_new_tokens - len(head), budget)
         if room < 1:
             raise ValueError(f"a prefix of {len(head)} tokens leaves no room for the rest of the reply")
-        sampling = self.config.sampling.model_copy(update={"n": 1, "max_new_tokens": room})
+        sampling = self._sampling(state, room)
         try:
             if demo is not None:
                 gen = await self._demonstrate(state, demo)
@@ -443,7 +444,7 @@ class Agent:
         if room < 1:
             await self._end(state, truncation="context_overflow")
             return None
-        sampling = cfg.sampling.model_copy(update={"n": 1, "max_new_tokens": room})
+        sampling = self._sampling(state, room)
         try:
             gen = (await self.engine.generate([state.chat.ids], sampling))[0]
         except Exception as e:
@@ -467,6 +468,21 @@ class Agent:
         state.chat.awaiting_response = True
         state.chat.append_response(summary)
         return [(summary, state.chat.append_messages(over.messages))]
+
+    def _sampling(self, state: EpisodeState, room: int) -> SamplingParams:
+        """The sampling of the episode's next generation. A seeded config gives each call a seed
+        of its own, drawn from the config's seed, the episode's group id and the call's index
+        in the episode: the engine's seed is per request (vLLM's rule), so passing the config's
+        seed on would give every turn of every episode the same noise (a policy that is
+        unsure the same way each turn would then draw the same reply every turn, and every
+        task's sample j the same replies)."""
+        update: dict[str, Any] = {"n": 1, "max_new_tokens": room}
+        seed = self.config.sampling.seed
+        if seed is not None:
+            calls = sum(len(s.turns) for s in state.segments) + len(state.trajectory.turns)
+            key = f"{seed}\0{state.trajectory.group_id}\0{calls}".encode()
+            update["seed"] = int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") >> 1
+        return self.config.sampling.model_copy(update=update)
 
     def _room(self, state: EpisodeState) -> int:
         """Tokens the episode may still add (context and response budgets)."""

@@ -35,7 +35,11 @@ class ModelSection(_Strict):
     )
     temperature: float = Field(0.0, ge=0, description="0: greedy")
     top_p: float = Field(1.0, gt=0, le=1)
-    seed: int | None = Field(0, ge=0, description="sampling seed of sample 0 (sample j: seed + j)")
+    seed: int | None = Field(
+        0,
+        ge=0,
+        description="sampling seed of sample 0 (sample j: seed + j; each generation draws its own from it, the task and the turn)",
+    )
 
 
 class SWESection(_Strict):

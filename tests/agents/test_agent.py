@@ -15,8 +15,8 @@ from agent_helpers import agent_for
 from countdown import Countdown
 
 import arborl.envs  # noqa: F401 - registers the arborl/* ids
-from arborl.agents import ForkMismatch
-from arborl.agents.engines import InferenceEngine
+from arborl.agents import Agent, AgentConfig, ForkMismatch
+from arborl.agents.engines import InferenceEngine, SamplingParams
 from arborl.tasks import CodeTask, ToolTask
 
 ANSWER_TASK = ToolTask(id="six-sevens", question="What is 6 * 7? Use python.", answer=42, verifier="numeric")
@@ -59,6 +59,37 @@ async def test_demonstrations_tokenize_like_the_chat_template(docker_backend, to
     rendered = tok.apply_chat_template(ep.messages[:-1], tools=tools, tokenize=False)
     assert traj.token_ids().tolist() == tok.encode(rendered.rstrip("\n"), add_special_tokens=False)
     assert set(traj.policy_versions()[traj.loss_mask() == 1]) == {-1}
+
+
+async def test_a_seeded_agent_draws_new_noise_each_turn_and_episode_and_again_the_same_run(engine, tok):
+    """The engine's seed is per request: a seeded agent must not hand every generation the
+    config's seed, or every turn of every episode draws the same noise (an unsure policy
+    replies alike each turn, and sample j of every task plays the same replies)."""
+    seeds = []
+
+    class Seeds(InferenceEngine):
+        async def generate(self, prompts, sampling):
+            seeds.append(sampling.seed)
+            return await engine.generate(prompts, sampling)
+
+        async def update_weights(self, weights):
+            raise NotImplementedError
+
+        async def close(self):
+            pass
+
+    def play(group):
+        agent = Agent(
+            Seeds(), tok, AgentConfig(max_turns=3, max_new_tokens=8, sampling=SamplingParams(seed=5))
+        )
+        return agent.run_episode(Countdown(), {"id": "c", "start": 3}, group_id=group)
+
+    for group in ("a#0", "b#0", "a#0"):
+        await play(group)
+    a, b, again = seeds[:3], seeds[3:6], seeds[6:]
+    assert len(set(a)) == 3 and not set(a) & set(b)
+    assert again == a  # reproducible: the same run draws the same samples
+    assert [reply for _, reply, _ in engine.calls[6:]] == [reply for _, reply, _ in engine.calls[:3]]
 
 
 async def test_budgets_end_episodes_as_truncated_with_the_reason(engine, tok):
