@@ -220,6 +220,7 @@ def warm_start(args: argparse.Namespace) -> str:
         "steps": args.sft_steps,
         "demos": 200 if args.quick else 4000,
         "batch_size": args.sft_batch,
+        "lr": args.sft_lr,
         "env_weight": args.sft_env_weight,
         "gold": args.demo,
         "train_options": args.demo_options,
@@ -382,6 +383,7 @@ def main() -> None:
     )
     ap.add_argument("--sft-steps", type=int, default=300)
     ap.add_argument("--sft-batch", type=int, default=32)
+    ap.add_argument("--sft-lr", type=float, default=1e-3)
     ap.add_argument(
         "--sft-env-weight",
         type=float,
@@ -533,7 +535,7 @@ def write_table(
 Suite `{args.suite}`, training tasks `{args.train}` {json.dumps(args.train_options)}, at most \
 {args.max_turns} turns of {args.max_new_tokens} tokens, context {args.context} \
 {args.max_context_tokens} tokens; one warm start \
-({args.init or f"{args.sft_steps} SFT steps (env weight {args.sft_env_weight:g}) on demonstrations by `{args.demo or 'the suite gold policy'}`"}); \
+({args.init or f"{args.sft_steps} SFT steps (lr {args.sft_lr:g}, env weight {args.sft_env_weight:g}) on demonstrations by `{args.demo or 'the suite gold policy'}`"}); \
 GiGPO options {json.dumps(args.gigpo_options)}; sync RL, 4 groups x 8 a step, lr {args.lr:g}, temperature {args.temperature}, 2 mini-batches a \
 batch; GRPO runs {args.steps} steps and every other mode stops at GRPO's generated tokens of \
 the same seed (at most {args.max_steps_factor:g}x the steps). Held-out success sampled: \
