@@ -177,8 +177,11 @@ def test_the_tokenizer_text_never_shows_a_held_out_room():
     assert len(shown) > 40 and not shown & held_out
 
 
-@pytest.mark.parametrize(("agent", "rate"), [("gold", 1.0), ("empty", 0.0)])
-def test_arborl_eval_scores_gold_100_and_empty_0(agent, rate, tmp_path):
+@pytest.mark.parametrize(
+    ("suite", "agent", "rate"),
+    [("sokoban-6x6", "gold", 1.0), ("sokoban-6x6", "empty", 0.0), ("sokoban-6x6-chat", "gold", 1.0)],
+)
+def test_arborl_eval_scores_gold_100_and_empty_0(suite, agent, rate, tmp_path):
     run = tmp_path / agent
     res = subprocess.run(
         [
@@ -186,7 +189,7 @@ def test_arborl_eval_scores_gold_100_and_empty_0(agent, rate, tmp_path):
             "-m",
             "arborl.cli.main",
             "eval",
-            "suite=sokoban-6x6",
+            f"suite={suite}",
             f"agent={agent}",
             f"run.dir={run}",
             "report=false",
