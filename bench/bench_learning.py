@@ -405,6 +405,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
     ap.add_argument("--tag", default="", help="in the output files' names: learning-TAG.md, ...")
     ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with an interrupted benchmark in --out (same arguments, with --init): runs "
+        "that finished their held-out evaluation are kept, the rest run again from the start",
+    )
+    ap.add_argument(
         "--report", action="store_true", help="only rebuild the table and the figure from the runs in --out"
     )
     args = ap.parse_args()
@@ -424,13 +430,20 @@ def main() -> None:
     if args.report:
         report(args, modes)
         return
+    if args.resume and not args.init:
+        raise SystemExit("--resume goes on from a warm start: name it with --init")
     if not args.init:
         shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "command.txt").write_text(command_line() + "\n")  # for --report
+    if not args.resume:
+        (args.out / "command.txt").write_text(command_line() + "\n")  # for --report
     t_start = time.time()
     model = args.init or warm_start(args)
-    before = sampled_success(model, args, args.out / "eval-start")
+    start_summary = args.out / "eval-start" / "summary.json"
+    if args.resume and start_summary.exists():
+        before = float(json.loads(start_summary.read_text())["resolved_rate"])
+    else:
+        before = sampled_success(model, args, args.out / "eval-start")
     print(f"warm start: sampled held-out success {before:.1%} ({time.time() - t_start:.0f} s)", flush=True)
     if args.warm_only:
         print(f"warm start: {model}")
@@ -442,6 +455,15 @@ def main() -> None:
         budget: float | None = None
         for name in modes:  # interleaved: a drift of the machine hits every mode alike
             run_dir = args.out / f"{slug(name)}-{seed}"
+            done_summary = run_dir / "eval-end" / "summary.json"
+            if args.resume and done_summary.exists():  # finished by an earlier, interrupted run
+                s = run_stats(run_dir)
+                budget = s["tokens"] if name == "grpo" else budget
+                runs[name].append(run_dir)
+                after[name].append(float(json.loads(done_summary.read_text())["resolved_rate"]))
+                stats[name].append(s)
+                print(f"{name} seed {seed}: done before, held-out {after[name][-1]:.1%}", flush=True)
+                continue
             shutil.rmtree(run_dir, ignore_errors=True)
             steps = args.steps if name == "grpo" else int(args.steps * args.max_steps_factor)
             cfg = config(
