@@ -79,10 +79,9 @@ def task_description(game: Any) -> str:
 
 def valid_actions(game: Any) -> list[str]:
     """The valid action-object combinations, as the package's `step` lists them (`info['valid']`),
-    in its order, in three round trips: the package's list form crosses the bridge once per
-    action (some 3,000 round trips mid-game), and its JSON form makes the JVM write every
-    action's template and object ids too (about twice the time). The JVM joins the list into
-    one string instead."""
+    in its order. The JVM joins them into one string, so they cross the bridge once, not once
+    an action (the package's list form) nor with every action's template and object ids (its
+    JSON form, whose order also differs)."""
 
     def run() -> list[str]:
         found = game.server.getValidActionObjectCombinations()

@@ -109,7 +109,7 @@ def tokenizer_text(n: int = 300) -> list[str]:
     (`agents.tiny`, `model.tiny.domain_text`): the first prompt, verl-agent's later prompts
     and `board_prompt`'s, and the gold replies, over `n` rooms of a training stream of their
     own (never the suite's). A tokenizer that has read it spends about 430 tokens on the
-    first prompt and 70 on a board, against 760 and 115 for one trained on tool-mini's text."""
+    first prompt and 80 on a board, against 760 and 115 for one trained on tool-mini's text."""
     held_out = {task.rows for task in load_suite()}
     lines: list[str] = []
     for task in generate_train_tasks(n, seed=7919):
