@@ -12,7 +12,9 @@ owners' sandboxes are reaped: another live pool of the same run on the node keep
     python -m arborl.sandboxes.watchdog '{"pid": ..., "start": ..., "backend": {...}}'
 
 The backend (a Docker client, ...) is made only once there is something to reap; waiting
-costs one idle process per node actor.
+costs one idle process per node actor. The watchdog has no terminal, so what it did (and a
+reap that failed every try) is appended to `watchdog.log` in arborl's cache directory
+(`$ARBORL_CACHE`, else ~/.cache/arborl).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import select
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from .owner import is_same_process, process_start
@@ -67,19 +70,48 @@ def _wait_for_exit(pid: int, start: str | None) -> None:
         os.close(fd)
 
 
+def log_path() -> Path:
+    return Path(os.environ.get("ARBORL_CACHE", Path.home() / ".cache" / "arborl")) / "watchdog.log"
+
+
+def reap(spec: dict[str, Any], tries: int = 3) -> bool:
+    """Reap the dead owners' sandboxes of `spec`'s backend, a few tries; each outcome is a line
+    of `log_path()`. True if a try succeeded."""
+    from .factory import make_backend
+
+    path = log_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s watchdog[%(process)d] %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    kind = spec["backend"].get("type", "?") if isinstance(spec["backend"], dict) else "?"
+    try:
+        for attempt in range(tries):  # a Docker engine busy removing the dead actor's exec sessions
+            try:
+                make_backend(spec["backend"]).reap()
+                log.info("pid %s ended; reaped its dead owners' %s sandboxes", spec["pid"], kind)
+                return True
+            except Exception as e:
+                log.warning("pid %s ended; reaping %s sandboxes failed (try %d of %d): %s: %s",
+                            spec["pid"], kind, attempt + 1, tries, type(e).__name__, e)  # fmt: skip
+                if attempt + 1 < tries:
+                    time.sleep(2.0 * (attempt + 1))
+        log.error(
+            "gave up: the sandboxes stay until the next pool starts on this host or `arborl sandbox gc` runs"
+        )
+        return False
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+
+
 def main(arg: str) -> None:
     spec = json.loads(arg)
     if os.fork() > 0:  # the launcher exits; the watchdog is nobody's child in the actor's tree
         os._exit(0)
     _wait_for_exit(int(spec["pid"]), spec.get("start"))
-    from .factory import make_backend
-
-    for attempt in range(3):  # a Docker engine busy removing the dead actor's exec sessions
-        try:
-            make_backend(spec["backend"]).reap()
-            return
-        except Exception:
-            time.sleep(2.0 * (attempt + 1))
+    reap(spec)
 
 
 if __name__ == "__main__":
