@@ -58,7 +58,17 @@ def test_the_snapshot_is_the_packages_own_variation_lists(types):
         unavailable("java", "no Java runtime: apt-get install default-jre-headless (scripts/setup.sh does)")
     snapshot = variations()
     if types == "all":
-        assert read_from_package() == snapshot
+        # the suites' test variations' gold lengths; `--gold train` adds other variations'
+        measured = {
+            n: {
+                **info,
+                "gold_steps": {
+                    v: k for v, k in info["gold_steps"].items() if int(v) in info["test"][:SUITE_VARIATIONS]
+                },
+            }
+            for n, info in snapshot.items()
+        }
+        assert read_from_package() == measured
         return
     names = sorted(snapshot)[::8]
     got = read_from_package(suite_variations=0, names=names)
@@ -80,3 +90,32 @@ def test_a_train_variation_gets_room_for_a_gold_path_longer_than_its_types_measu
     gold = gold_actions(task)
     assert len(gold) > max(DEFAULT_STEP_LIMIT, *variations()[name]["gold_steps"].values())
     assert task.step_limit >= len(gold) * 5 // 4
+
+
+@pytest.mark.slow
+def test_measuring_a_splits_gold_lengths_adds_them_and_goes_on_where_it_stopped(tmp_path):
+    """`python -m arborl.tasks.scienceworld.variations --gold train`, on a snapshot of one type
+    with three train variations: their gold lengths are added, and a second run measures
+    nothing again (what a run stopped midway relies on)."""
+    if shutil.which("java") is None:
+        unavailable("java", "no Java runtime: apt-get install default-jre-headless (scripts/setup.sh does)")
+    import json
+
+    from arborl.tasks.scienceworld import variations as snapshot_module
+
+    name = "find-living-thing"
+    info = {**variations()[name], "train": variations()[name]["train"][:3]}
+    path = tmp_path / "variations.json"
+    path.write_text(json.dumps({"scienceworld": snapshot_module.package_version(), "tasks": {name: info}}))
+    snapshot_module.main(["--gold", "train", "--out", str(path)])
+    steps = json.loads(path.read_text())["tasks"][name]["gold_steps"]
+    assert {str(v) for v in info["train"]} | set(info["gold_steps"]) == set(steps)
+    assert all(steps[str(v)] > 0 for v in info["train"])
+    measured = []
+    original = snapshot_module._gold_steps
+    snapshot_module._gold_steps = lambda game, n, chosen: measured.append(chosen) or original(game, n, chosen)
+    try:
+        snapshot_module.main(["--gold", "train", "--out", str(path)])
+    finally:
+        snapshot_module._gold_steps = original
+    assert measured == [] and json.loads(path.read_text())["tasks"][name]["gold_steps"] == steps
