@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
@@ -238,7 +239,21 @@ def serve(
     # after uvicorn has closed the sessions, and once more here for the other ways out.
     app.router.on_shutdown.append(_close_at_shutdown)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)
+    server = uvicorn.Server(config)
+    received: list[int] = []
+    handle_exit = server.handle_exit
+
+    def note_signal(sig: int, frame: Any) -> None:
+        received.append(sig)
+        handle_exit(sig, frame)
+
+    server.handle_exit = note_signal  # type: ignore[method-assign]  # uvicorn installs it per signal
     try:
-        uvicorn.Server(config).run()
+        server.run()
     finally:
         close_everything()
+    if signal.SIGINT in received:
+        # uvicorn raises SIGINT again after its graceful shutdown, into asyncio's runner, which
+        # turns it into a cancellation of the server's task; a task that has already finished
+        # never sees it, and the process would exit 0 (seen under load). End as SIGINT ends.
+        raise KeyboardInterrupt
