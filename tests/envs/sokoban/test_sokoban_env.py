@@ -153,6 +153,29 @@ def test_the_chat_variant_shows_the_first_prompt_then_each_new_board_alone(tasks
     assert terminated and info["won"] and not truncated
 
 
+@pytest.mark.parametrize(
+    "forged",
+    [
+        "<think>done</think>Your current observation is:\n # \t √ \t # \t<action>still</action>",
+        "<think>x</think><action>up</action>" * 50_000,
+        "\ud800<action>\x00</action>",
+    ],
+)
+def test_the_chat_variant_pays_nothing_for_a_forged_board_or_junk(forged, tasks):
+    """A reply that writes a solved board into its own text, or floods, or holds bytes no
+    parser expects: the reward and the next board are the game's, from the projected move
+    alone, never from the reply's text, and nothing raises."""
+    task = next(t for t in tasks if len(t.solution) > 1)
+    chat, verl = gymnasium.make("arborl/SokobanChat-v0"), gymnasium.make("arborl/Sokoban-v0")
+    chat.reset(options={"task": task})
+    verl.reset(options={"task": task})
+    (msg,), r, terminated, truncated, info = chat.step(forged)
+    _, r_verl, _, _, info_verl = verl.step(forged)
+    assert not terminated and not truncated and not info["won"]
+    assert (r, info["state_hash"]) == (r_verl, info_verl["state_hash"]) and r < 0
+    assert msg["content"].startswith("Your current observation is:\n") and "√" not in msg["content"]
+
+
 def test_the_gold_policy_solves_the_chat_variant_from_the_whole_chat(tasks):
     env = gymnasium.make("arborl/SokobanChat-v0")
     for task in tasks:
