@@ -9,18 +9,13 @@ snapshot, so registering reads one JSON file and starts no JVM.
 import json
 
 from ..suites import Suite, register_suite
-from .task import SUITE_VARIATIONS, gold_budget, longest_gold_budget
+from .task import SUITE_VARIATIONS, split_budget
 from .variations import SNAPSHOT
 
 _TYPES: dict[str, dict] = json.loads(SNAPSHOT.read_text())["tasks"]
 _GOLD = "arborl.tasks.scienceworld.gold:gold_policy"
 _EMPTY = "arborl.tasks.scienceworld.gold:empty_policy"
 _ENV = "arborl/ScienceWorld-v0"
-
-
-def _turns(gold_steps: dict[str, int]) -> int:
-    """The longest step limit of the suite's tasks (`task.gold_budget`)."""
-    return max(gold_budget(n) for n in gold_steps.values())
 
 
 for _name, _info in sorted(_TYPES.items()):
@@ -32,7 +27,7 @@ for _name, _info in sorted(_TYPES.items()):
             description=f"ScienceWorld {_name}: {SUITE_VARIATIONS} of its {len(_info['test'])} test variations",
             gold=_GOLD,
             empty=_EMPTY,
-            max_turns=_turns(_info["gold_steps"]),
+            max_turns=split_budget(names=[_name]),
             tags=("scienceworld", "multi-turn"),
         )
     )
@@ -44,7 +39,7 @@ register_suite(
         description=f"ScienceWorld, all 30 task types: {SUITE_VARIATIONS} test variations of each",
         gold=_GOLD,
         empty=_EMPTY,
-        max_turns=longest_gold_budget(),
+        max_turns=split_budget(),
         tags=("scienceworld", "multi-turn"),
     )
 )
@@ -56,7 +51,7 @@ register_suite(
         description="ScienceWorld's train split: every train variation of the 30 task types",
         gold=_GOLD,
         empty=_EMPTY,
-        max_turns=longest_gold_budget(),
+        max_turns=split_budget("train", None),
         tags=("scienceworld", "multi-turn", "train"),
     )
 )

@@ -72,28 +72,41 @@ def task_names() -> list[str]:
 
 @cache
 def longest_gold_budget() -> int:
-    """The budget of the longest measured gold sequence: the `scienceworld` suite's turn
-    budget, and the step limit of a variation whose gold sequence was never measured (the
-    snapshot measures the suites' test variations only: a JVM takes 0.3-15 s per gold path,
-    hours for the train split). Gold lengths differ between the variations of one type by up
-    to twice (inclined-plane-determine-angle: 76 in its test variations, 153 in train
-    variation 28), so a type's own longest is not enough."""
+    """The budget of the longest gold sequence in the snapshot (of any split): the step limit
+    of a variation whose own gold sequence was never measured. Gold lengths differ between
+    the variations of one type by more than twice (inclined-plane-friction-named-surfaces: at
+    most 115 in its test variations, 318 in train variations 10 and 11), so neither a type's
+    own longest nor the test split's longest is enough."""
     return max(gold_budget(n) for info in variations().values() for n in info.get("gold_steps", {}).values())
 
 
-def make_task(task_name: str, variation: int, split: Split | None = None) -> ScienceWorldTask:
-    """The task of one variation; its step limit is the package's 100, or its gold sequence's
-    length and a quarter where that is more (the simulator draws a new gold path at each load,
-    and its length varies by a few actions); `longest_gold_budget()` where that length is not
-    in the snapshot."""
+def step_limit(task_name: str, variation: int) -> int:
+    """The package's 100 steps, or the variation's gold sequence length and a quarter where
+    that is more (the simulator draws a new gold path at each load, and its length varies by
+    a few actions); `longest_gold_budget()` where that length is not in the snapshot."""
     measured = variations()[task_name].get("gold_steps", {}).get(str(variation))
-    gold = gold_budget(measured) if measured is not None else longest_gold_budget()
+    return gold_budget(measured) if measured is not None else longest_gold_budget()
+
+
+def split_budget(
+    split: Split = "test", limit: int | None = SUITE_VARIATIONS, names: list[str] | None = None
+) -> int:
+    """The longest step limit among the tasks `load_all(split, limit)` makes (of the types in
+    `names` only, when given): a suite's turn budget. It reads only those variations, so
+    measuring another split's gold lengths leaves a suite's budget as it was."""
+    return max(
+        step_limit(name, v) for name in names or task_names() for v in variations()[name][split][:limit]
+    )
+
+
+def make_task(task_name: str, variation: int, split: Split | None = None) -> ScienceWorldTask:
+    """The task of one variation, with its `step_limit`."""
     return ScienceWorldTask(
         id=f"scienceworld/{task_name}/{variation}",
         task_name=task_name,
         variation=variation,
         split=split,
-        step_limit=gold,
+        step_limit=step_limit(task_name, variation),
         metadata={"suite": f"scienceworld-{task_name}", **task_types().get(task_name, {})},
     )
 
