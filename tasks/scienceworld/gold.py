@@ -57,17 +57,43 @@ def _close() -> None:
         game.close = lambda: None  # the package's __del__ would close it again, which raises
 
 
+#: The simulator's answer to an action it cannot carry out (`envs/scienceworld` passes it on as is).
+NO_MATCH = "No known action matches that input."
+#: Ticks the replay waits, at most, for one action the env's world is not ready for.
+PATIENCE = 10
+
+
 def gold_policy(task: ScienceWorldTask) -> Any:
-    """Replays the gold action sequence, one action per turn."""
+    """Replays the gold action sequence, one action per turn.
+
+    The path is drawn in the policy's own JVM, and random events (a bee pollinating a flower,
+    a plant reaching its next stage) come from each JVM's own random state, which every load
+    before moves. So the env's world can run a few ticks behind the world the path was drawn
+    in: `focus on apple` arrives before any apple has grown, the game answers `NO_MATCH`, and a
+    plain replay never completes (grow-fruit train variations 4 and 22 in a whole-split run;
+    each passes when replayed again). So an action the game does not match is tried again
+    after a `wait1`, up to `PATIENCE` times, then left behind. A path whose world keeps pace
+    gets no wait: the replay is the package's sequence as it is.
+    """
     replies: list[str] = []
     started = False
+    sent: str | None = None  # the gold action of the last turn (None after a wait)
+    waited = 0
 
     async def policy(messages: list[dict[str, Any]], info: dict[str, Any]) -> str:
-        nonlocal started
+        nonlocal started, sent, waited
         if not started:
             replies.extend(reversed(await asyncio.to_thread(gold_actions, task)))
             started = True
-        return replies.pop() if replies else "look around"
+        answer = messages[-1].get("content") if messages and messages[-1].get("role") != "assistant" else None
+        if sent is not None and str(answer).startswith(NO_MATCH) and waited < PATIENCE:
+            replies.append(sent)
+            sent, waited = None, waited + 1
+            return "wait1"
+        if sent is not None:
+            waited = 0
+        sent = replies.pop() if replies else None
+        return sent if sent is not None else "look around"
 
     return policy
 

@@ -147,3 +147,44 @@ def make_task_variation(name: str) -> int:
     from arborl.tasks.scienceworld.variations import variations
 
     return variations()[name]["test"][0]
+
+
+def test_gold_replay_waits_for_a_world_that_runs_behind_its_path(pool, monkeypatch):
+    """Random events (pollination, growth) come from each JVM's own random state, so the env's
+    world can run behind the world the gold path was drawn in (grow-fruit train variations 4
+    and 22 did in a whole-split run). Modelled here by taking nine `wait1`s out of the path
+    before its last `focus on`: replayed as it is, the path focuses before the fruit has grown
+    and never completes; the gold policy waits for the world and completes it."""
+    from arborl.tasks.scienceworld import gold
+
+    task = make_task("grow-fruit", 4, "train")
+    path = list(gold_actions(task))
+    last_focus = max(i for i, a in enumerate(path) if a.startswith("focus on"))
+    dropped = set([i for i in range(last_focus) if path[i] == "wait1"][-9:])
+    hurried = tuple(a for i, a in enumerate(path) if i not in dropped)
+    monkeypatch.setitem(gold._cache, (task.task_name, task.variation, task.simplifications), hurried)
+
+    async def play(policy) -> dict:
+        env = ScienceWorldEnv(jvm_pool=pool)
+        messages, info = await env.areset(options={"task": task})
+        for _ in range(task.step_limit):
+            reply = await policy(messages, info)
+            obs, _, terminated, truncated, info = await env.astep(reply)
+            messages = [*messages, {"role": "assistant", "content": reply}, *obs]
+            if terminated or truncated:
+                break
+        await env.aclose()
+        return info
+
+    def as_is(path):
+        replies = list(reversed(path))
+        return lambda messages, info: _now(replies.pop() if replies else "look around")
+
+    plain = run(play(as_is(hurried)))
+    assert not plain["success"] and plain["score"] < 100
+    patient = run(play(gold.gold_policy(task)))
+    assert patient["success"] and patient["score"] == 100
+
+
+async def _now(value):
+    return value
