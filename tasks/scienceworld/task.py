@@ -60,9 +60,11 @@ def task_types() -> dict[str, dict[str, str]]:
     }
 
 
-def gold_budget(gold_steps: int) -> int:
-    """The step limit a variation whose gold sequence has `gold_steps` actions gets."""
-    return max(DEFAULT_STEP_LIMIT, -(-gold_steps * 5 // 4))
+def gold_budget(gold: int) -> int:
+    """The limit a gold path of `gold` moves (or actions) gets: the package's 100, or a quarter
+    more where that is more (the simulator draws a new gold path at each load, a few actions
+    longer or shorter, and its world's random events can make the replay wait)."""
+    return max(DEFAULT_STEP_LIMIT, -(-gold * 5 // 4))
 
 
 def task_names() -> list[str]:
@@ -70,20 +72,35 @@ def task_names() -> list[str]:
     return sorted(variations())
 
 
+Length = Literal["gold_moves", "gold_steps"]
+
+
 @cache
-def longest_gold_budget() -> int:
-    """The budget of the longest gold sequence in the snapshot (of any split): the step limit
-    of a variation whose own gold sequence was never measured. Gold lengths differ between
-    the variations of one type by more than twice (inclined-plane-friction-named-surfaces: at
-    most 115 in its test variations, 318 in train variations 10 and 11), so neither a type's
-    own longest nor the test split's longest is enough."""
-    return max(gold_budget(n) for info in variations().values() for n in info.get("gold_steps", {}).values())
+def longest_gold_budget(length: Length = "gold_steps") -> int:
+    """The budget of the longest gold path in the snapshot (of any split), in actions or in
+    moves: what a variation whose own gold path was never measured gets. Gold lengths differ
+    between the variations of one type by up to seven times (inclined-plane-friction-named-
+    surfaces: at most 115 actions in its test variations, 797 in its train ones), so neither a
+    type's own longest nor the test split's longest is enough."""
+    return max(gold_budget(n) for info in variations().values() for n in info.get(length, {}).values())
 
 
-def step_limit(task_name: str, variation: int) -> int:
-    """The package's 100 steps, or the variation's gold sequence length and a quarter where
-    that is more (the simulator draws a new gold path at each load, and its length varies by
-    a few actions); `longest_gold_budget()` where that length is not in the snapshot."""
+def step_limit(task_name: str) -> int:
+    """The step limit of every variation of a type (the package's `envStepLimit`, which
+    bounds the simulator's moves): `gold_budget` of the longest gold path measured for the
+    type, in moves or in actions (`wait` is 11 moves, `look around` none). Per type, not per
+    variation: one variation's gold paths differ between draws by more than a quarter
+    (mendelian-genetics-unknown-plant 361: 160 and 261 actions in two loads), and a measured
+    move count is in the snapshot for the suites' test variations (a train variation's action
+    count stands for its moves until `--gold train` measures them)."""
+    info = variations()[task_name]
+    lengths = [*info.get("gold_moves", {}).values(), *info.get("gold_steps", {}).values()]
+    return gold_budget(max(lengths)) if lengths else longest_gold_budget("gold_moves")
+
+
+def turn_budget(task_name: str, variation: int) -> int:
+    """The agent's turns the variation needs: `gold_budget` of its gold path's actions (one a
+    turn); `longest_gold_budget()` where that is not in the snapshot."""
     measured = variations()[task_name].get("gold_steps", {}).get(str(variation))
     return gold_budget(measured) if measured is not None else longest_gold_budget()
 
@@ -91,11 +108,11 @@ def step_limit(task_name: str, variation: int) -> int:
 def split_budget(
     split: Split = "test", limit: int | None = SUITE_VARIATIONS, names: list[str] | None = None
 ) -> int:
-    """The longest step limit among the tasks `load_all(split, limit)` makes (of the types in
-    `names` only, when given): a suite's turn budget. It reads only those variations, so
-    measuring another split's gold lengths leaves a suite's budget as it was."""
+    """The most turns a task of `load_all(split, limit)` needs (of the types in `names` only,
+    when given): a suite's turn budget. It reads only those variations, so measuring another
+    split's gold lengths leaves a suite's budget as it was."""
     return max(
-        step_limit(name, v) for name in names or task_names() for v in variations()[name][split][:limit]
+        turn_budget(name, v) for name in names or task_names() for v in variations()[name][split][:limit]
     )
 
 
@@ -106,7 +123,7 @@ def make_task(task_name: str, variation: int, split: Split | None = None) -> Sci
         task_name=task_name,
         variation=variation,
         split=split,
-        step_limit=step_limit(task_name, variation),
+        step_limit=step_limit(task_name),
         metadata={"suite": f"scienceworld-{task_name}", **task_types().get(task_name, {})},
     )
 

@@ -8,11 +8,12 @@ The lists live in the simulator (`ScienceWorldEnv.get_variations_train/dev/test`
     python -m arborl.tasks.scienceworld.variations          # rewrite data/variations.json
     python -m arborl.tasks.scienceworld.variations --gold train   # add the train variations' gold lengths
 
-Gold sequence lengths set each variation's step limit (`task.make_task`). The suites' test
-variations are measured when the snapshot is written; `--gold SPLIT` adds a whole split's
-(hours of JVM for the 3592 train variations: 0.3-15 s a gold path). It keeps what it has
-measured after each task type, so a run that is stopped goes on where it was when started
-again.
+Gold paths set each variation's limits (`task.make_task`): its step limit from the moves the
+path takes (the simulator's count, which `envStepLimit` bounds: `wait` is 11 moves), the
+agent's turns from its actions. The suites' test variations are measured when the snapshot is
+written; `--gold SPLIT` adds a whole split's (hours of JVM for the 3592 train variations: 0.3-15
+s to make a gold path, then its replay). It keeps what it has measured after each task type,
+so a run that is stopped goes on where it was when started again.
 
 The snapshot records the package version it was read from; `variations()` refuses a
 snapshot of another version (rerun the command above after changing the pin), and
@@ -50,7 +51,8 @@ def package_version() -> str:
 @cache
 def variations() -> dict[str, dict[str, Any]]:
     """task name → {"max_variations": int, "train": [...], "dev": [...], "test": [...],
-    "gold_steps": {variation: length of its gold sequence}} (for the suites' variations)."""
+    "gold_steps": {variation: actions of its gold path}, "gold_moves": {variation: the
+    simulator's moves that path takes}} (the gold lengths for the measured variations)."""
     data = json.loads(SNAPSHOT.read_text())
     if data["scienceworld"] != package_version():
         raise VariationsError(
@@ -62,7 +64,7 @@ def variations() -> dict[str, dict[str, Any]]:
 
 def read_from_package(suite_variations: int = 3, names: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """The lists as the simulator gives them (starts a JVM; minutes for all 30 types), with the
-    gold sequence lengths of the first `suite_variations` test variations of each type; only
+    gold paths' lengths of the first `suite_variations` test variations of each type; only
     the types in `names` when given."""
     from scienceworld import ScienceWorldEnv
 
@@ -77,23 +79,44 @@ def read_from_package(suite_variations: int = 3, names: list[str] | None = None)
                 "dev": [int(v) for v in game.get_variations_dev()],
                 "test": [int(v) for v in game.get_variations_test()],
             }
-            out[name]["gold_steps"] = _gold_steps(game, name, out[name]["test"][:suite_variations])
+            steps, moves = _gold_lengths(game, name, out[name]["test"][:suite_variations])
+            out[name]["gold_steps"], out[name]["gold_moves"] = steps, moves
         return out
     finally:
         game.close()
 
 
-def _gold_steps(game: Any, name: str, chosen: list[int]) -> dict[str, int]:
-    """variation → length of its gold action sequence (the suites' step limits need them)."""
-    steps = {}
+def _gold_lengths(game: Any, name: str, chosen: list[int]) -> tuple[dict[str, int], dict[str, int]]:
+    """variation → the number of actions of its gold path (an agent's turns), and variation →
+    the simulator's move count once that path has done the task (what the step limit bounds:
+    `wait` is 11 moves, `look around` none; the package ends an episode whose moves pass
+    `envStepLimit`)."""
+    steps, moves = {}, {}
     for v in chosen:
         game.load(name, v, "", generateGoldPath=True)
-        steps[str(v)] = len(game.get_gold_action_sequence())
-    return steps
+        path = [str(a) for a in game.get_gold_action_sequence()]
+        steps[str(v)] = len(path)
+        moves[str(v)] = _moves(game, name, v, path)
+    return steps, moves
+
+
+def _moves(game: Any, name: str, variation: int, path: list[str]) -> int:
+    """The move count when `path` completes the task in a fresh world (loaded as the env loads
+    one), or after its last action. Through the server directly: the package's `step` also
+    reads every valid action each step, five times the step itself, and stops at its own
+    `envStepLimit`."""
+    server = game.server
+    game.load(name, variation, "")
+    server.reset()
+    for action in path:
+        server.step(action)
+        if server.getCompleted():
+            break
+    return int(server.getNumMoves())
 
 
 def measure_gold(split: Split, path: Path = SNAPSHOT, names: list[str] | None = None) -> None:
-    """Add the gold sequence lengths of every `split` variation (of the types in `names`, else
+    """Add the gold paths' lengths of every `split` variation (of the types in `names`, else
     all) to the snapshot at `path`, writing it after each type; variations already measured
     are skipped."""
     from scienceworld import ScienceWorldEnv
@@ -103,11 +126,12 @@ def measure_gold(split: Split, path: Path = SNAPSHOT, names: list[str] | None = 
     try:
         for name in names if names is not None else sorted(data["tasks"]):
             info = data["tasks"][name]
-            steps = info.setdefault("gold_steps", {})
-            todo = [v for v in info[split] if str(v) not in steps]
+            todo = [v for v in info[split] if str(v) not in info.get("gold_moves", {})]
             if todo:
-                steps.update(_gold_steps(game, name, todo))
-                info["gold_steps"] = dict(sorted(steps.items(), key=lambda kv: int(kv[0])))
+                steps, moves = _gold_lengths(game, name, todo)
+                for key, got in (("gold_steps", steps), ("gold_moves", moves)):
+                    merged = {**info.get(key, {}), **got}
+                    info[key] = dict(sorted(merged.items(), key=lambda kv: int(kv[0])))
                 path.write_text(json.dumps(data, indent=1) + "\n")
     finally:
         game.close()

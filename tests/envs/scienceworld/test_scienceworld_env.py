@@ -164,27 +164,41 @@ def test_gold_replay_waits_for_a_world_that_runs_behind_its_path(pool, monkeypat
     hurried = tuple(a for i, a in enumerate(path) if i not in dropped)
     monkeypatch.setitem(gold._cache, (task.task_name, task.variation, task.simplifications), hurried)
 
-    async def play(policy) -> dict:
-        env = ScienceWorldEnv(jvm_pool=pool)
-        messages, info = await env.areset(options={"task": task})
-        for _ in range(task.step_limit):
-            reply = await policy(messages, info)
-            obs, _, terminated, truncated, info = await env.astep(reply)
-            messages = [*messages, {"role": "assistant", "content": reply}, *obs]
-            if terminated or truncated:
-                break
-        await env.aclose()
-        return info
-
     def as_is(path):
         replies = list(reversed(path))
         return lambda messages, info: _now(replies.pop() if replies else "look around")
 
-    plain = run(play(as_is(hurried)))
+    plain = run(play(pool, task, as_is(hurried)))
     assert not plain["success"] and plain["score"] < 100
-    patient = run(play(gold.gold_policy(task)))
+    patient = run(play(pool, task, gold.gold_policy(task)))
     assert patient["success"] and patient["score"] == 100
 
 
 async def _now(value):
     return value
+
+
+async def play(pool, task, policy) -> dict:
+    """One episode of `policy` on `task` through the env; the last step's info."""
+    env = ScienceWorldEnv(jvm_pool=pool)
+    messages, info = await env.areset(options={"task": task})
+    for _ in range(task.step_limit):
+        reply = await policy(messages, info)
+        obs, _, terminated, truncated, info = await env.astep(reply)
+        messages = [*messages, {"role": "assistant", "content": reply}, *obs]
+        if terminated or truncated:
+            break
+    await env.aclose()
+    return info
+
+
+def test_the_step_limit_counts_moves_and_leaves_room_for_a_gold_path_full_of_waits(pool):
+    """freeze's gold paths wait for the freezer (`wait`: 11 moves). Train variation 5's takes
+    65 actions and about 139 moves; with a step limit from its actions (100) the env ended it
+    at score 82 in a whole-split run. Its gold now completes it, within the step limit."""
+    from arborl.tasks.scienceworld import gold
+
+    task = make_task("freeze", 5, "train")
+    info = run(play(pool, task, gold.gold_policy(task)))
+    assert info["success"] and info["moves"] <= task.step_limit, info
+    assert info["moves"] > len(gold_actions(task)) and info["moves"] > 100

@@ -64,16 +64,19 @@ INCOMPLETE_GOLD = {"scienceworld/freeze/11": 0.87}  # the chocolate never freeze
 
 def train_sample(per_type: int = 7) -> list[str]:
     """`per_type` train variations of each task type, spread over its list (first and last
-    included): the whole split is 3592 variations, hours of JVM for gold paths alone."""
+    included), and the one whose gold path is the type's longest (its step limit is the
+    tightest: up to 797 actions, inclined-plane-friction-named-surfaces): the whole split is
+    3592 variations, an hour and a half of JVM here."""
     from arborl.tasks.scienceworld.task import task_names
     from arborl.tasks.scienceworld.variations import variations
 
     ids = []
     for name in task_names():
-        train = variations()[name]["train"]
+        train, steps = variations()[name]["train"], variations()[name]["gold_steps"]
         n = len(train)
-        picks = sorted({(k * n) // (per_type - 1) for k in range(per_type - 1)} | {n - 1})
-        ids += [f"scienceworld/{name}/{train[i]}" for i in picks]
+        picks = {train[i] for i in {(k * n) // (per_type - 1) for k in range(per_type - 1)} | {n - 1}}
+        picks.add(max(train, key=lambda v: steps.get(str(v), 0)))
+        ids += [f"scienceworld/{name}/{v}" for v in sorted(picks)]
     return ids
 
 

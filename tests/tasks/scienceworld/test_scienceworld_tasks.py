@@ -43,25 +43,39 @@ def _budget(gold: int) -> int:
     return max(100, math.ceil(gold * 1.25))
 
 
-def test_a_suites_turn_budget_is_the_longest_step_limit_of_its_own_variations():
+def test_a_suites_turn_budget_is_the_most_turns_its_own_variations_need():
     snapshot = variations()
     for name, info in snapshot.items():
         own = [info["gold_steps"][str(v)] for v in info["test"][:SUITE_VARIATIONS]]
         assert get_suite(f"scienceworld-{name}").max_turns == max(map(_budget, own)), name
     every_test = [i["gold_steps"][str(v)] for i in snapshot.values() for v in i["test"][:SUITE_VARIATIONS]]
     assert get_suite("scienceworld").max_turns == max(map(_budget, every_test))
-    train = max(t.step_limit for t in load_train())
-    assert get_suite("scienceworld-train").max_turns == train >= get_suite("scienceworld").max_turns
+    longest = max(n for i in snapshot.values() for n in i["gold_steps"].values())
+    train = [i["gold_steps"].get(str(v), longest) for i in snapshot.values() for v in i["train"]]
+    assert get_suite("scienceworld-train").max_turns == max(map(_budget, train))
 
 
-def test_measuring_train_gold_lengths_gives_train_variations_theirs_and_leaves_test_suites_as_they_were(
+def test_a_step_limit_bounds_moves_not_actions_and_covers_the_types_longest_gold_path():
+    """The step limit is the package's `envStepLimit`, which bounds the simulator's moves:
+    `wait` is 11 moves, so freeze's gold paths take more moves than actions (train variation
+    5: 65 actions, 139 moves; a limit from its actions, 100, ended its gold at score 82)."""
+    snapshot = variations()
+    info = snapshot["freeze"]
+    assert any(info["gold_moves"][v] > info["gold_steps"][v] for v in info["gold_moves"])
+    for name, info in snapshot.items():
+        longest = max([*info["gold_moves"].values(), *info["gold_steps"].values()])
+        for v in (info["train"][0], info["dev"][0], info["test"][0]):
+            assert make_task(name, v).step_limit == _budget(longest), name
+
+
+def test_measuring_train_gold_lengths_gives_train_room_and_leaves_test_suites_turns_as_they_were(
     monkeypatch,
 ):
     """Train variations of inclined-plane-friction-named-surfaces have gold paths of up to 797
     actions (measured with `--gold train`), past every test variation's 194. A train length
-    longer than any in the snapshot must give that variation, the train split and every
-    unmeasured variation room for it, and change no test suite's budget (it did once: the
-    budgets were the longest length in the whole snapshot)."""
+    longer than any in the snapshot must give every variation of its type, the train split's
+    turns and every unmeasured variation's turns room for it, and change no test suite's turn
+    budget (it did once: the budgets were the longest length in the whole snapshot)."""
     from arborl.tasks.scienceworld import task as task_module
 
     real = variations()
@@ -71,17 +85,20 @@ def test_measuring_train_gold_lengths_gives_train_variations_theirs_and_leaves_t
     name = "inclined-plane-friction-named-surfaces"
     measured, unmeasured = fake[name]["train"][0], fake[name]["dev"][0]
     fake[name]["gold_steps"][str(measured)] = longer
+    fake[name]["gold_moves"][str(measured)] = longer - 2
     monkeypatch.setattr(task_module, "variations", lambda: fake)
     task_module.longest_gold_budget.cache_clear()
     try:
-        assert {n: task_module.split_budget(names=[n]) for n in real} | {
-            "*": task_module.split_budget()
-        } == before
-        assert make_task(name, measured, "train").step_limit == _budget(longer)
+        after = {n: task_module.split_budget(names=[n]) for n in real} | {"*": task_module.split_budget()}
+        assert after == before
         assert task_module.split_budget("train", None) == _budget(longer)
-        assert make_task(name, unmeasured, "dev").step_limit == _budget(longer)
-        first_test = real[name]["test"][0]
-        assert make_task(name, first_test).step_limit == _budget(real[name]["gold_steps"][str(first_test)])
+        assert (
+            task_module.turn_budget(name, measured)
+            == task_module.turn_budget("boil", unmeasured)
+            == _budget(longer)
+        )
+        for v in (measured, unmeasured, real[name]["test"][0]):
+            assert make_task(name, v).step_limit == _budget(longer)
     finally:
         task_module.longest_gold_budget.cache_clear()
 
@@ -113,8 +130,9 @@ def test_the_snapshot_is_the_packages_own_variation_lists(types):
         measured = {
             n: {
                 **info,
-                "gold_steps": {
-                    v: k for v, k in info["gold_steps"].items() if int(v) in info["test"][:SUITE_VARIATIONS]
+                **{
+                    key: {v: k for v, k in info[key].items() if int(v) in info["test"][:SUITE_VARIATIONS]}
+                    for key in ("gold_steps", "gold_moves")
                 },
             }
             for n, info in snapshot.items()
@@ -123,7 +141,7 @@ def test_the_snapshot_is_the_packages_own_variation_lists(types):
         return
     names = sorted(snapshot)[::8]
     got = read_from_package(suite_variations=0, names=names)
-    assert got == {n: {**snapshot[n], "gold_steps": {}} for n in names}
+    assert got == {n: {**snapshot[n], "gold_steps": {}, "gold_moves": {}} for n in names}
 
 
 @pytest.mark.slow
@@ -161,14 +179,17 @@ def test_measuring_a_splits_gold_lengths_adds_them_and_goes_on_where_it_stopped(
     path = tmp_path / "variations.json"
     path.write_text(json.dumps({"scienceworld": snapshot_module.package_version(), "tasks": {name: info}}))
     snapshot_module.main(["--gold", "train", "--out", str(path)])
-    steps = json.loads(path.read_text())["tasks"][name]["gold_steps"]
-    assert {str(v) for v in info["train"]} | set(info["gold_steps"]) == set(steps)
-    assert all(steps[str(v)] > 0 for v in info["train"])
+    written = json.loads(path.read_text())["tasks"][name]
+    for key in ("gold_steps", "gold_moves"):
+        assert {str(v) for v in info["train"]} | set(info[key]) == set(written[key])
+        assert all(written[key][str(v)] > 0 for v in info["train"])
     measured = []
-    original = snapshot_module._gold_steps
-    snapshot_module._gold_steps = lambda game, n, chosen: measured.append(chosen) or original(game, n, chosen)
+    original = snapshot_module._gold_lengths
+    snapshot_module._gold_lengths = lambda game, n, chosen: (
+        measured.append(chosen) or original(game, n, chosen)
+    )
     try:
         snapshot_module.main(["--gold", "train", "--out", str(path)])
     finally:
-        snapshot_module._gold_steps = original
-    assert measured == [] and json.loads(path.read_text())["tasks"][name]["gold_steps"] == steps
+        snapshot_module._gold_lengths = original
+    assert measured == [] and json.loads(path.read_text())["tasks"][name] == written
