@@ -5,6 +5,7 @@ action it does not know, a JVM killed mid-episode as an infrastructure failure, 
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 
 import pytest
@@ -91,6 +92,35 @@ def test_a_jvm_that_dies_is_an_infrastructure_failure_and_is_replaced(pool):
     obs, _ = env.reset(options={"task": TASK})  # a new JVM
     assert "Task Description" in obs[-1]["content"]
     env.close()
+
+
+def test_a_dead_jvms_leftovers_log_no_traceback(pool):
+    """Freeing a `JavaObject` of a dead JVM (a finalizer, so wherever the garbage collector
+    runs, inside `ast.parse` too) makes Py4J log the failed connection. A traceback formatted
+    there parses source again, which broke the parse it ran inside on CPython 3.11.7
+    ("SystemError: AST constructor recursion depth mismatch"). The records keep their message
+    and carry no traceback."""
+    env = ScienceWorldEnv(jvm_pool=pool)
+    env.reset(options={"task": TASK})
+    client = env._game._gateway._gateway_client
+    env._game._gateway.java_process.kill()
+    env._game._gateway.java_process.wait()
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    py4j = logging.getLogger("py4j")
+    level = py4j.level
+    py4j.addHandler(handler)
+    py4j.setLevel(logging.DEBUG)
+    try:
+        client.garbage_collect_object("o1234")  # what a freed JavaObject's finalizer does
+    finally:
+        py4j.removeHandler(handler)
+        py4j.setLevel(level)
+    env.step("look around")  # the env finds the JVM dead and gives it back as broken
+    env.close()
+    assert records and all(r.exc_info is None and r.exc_text is None for r in records), records
+    assert any("connect" in r.getMessage() for r in records)
 
 
 def test_episodes_step_concurrently_in_their_own_jvms(pool):
