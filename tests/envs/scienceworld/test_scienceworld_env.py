@@ -232,3 +232,23 @@ def test_the_step_limit_counts_moves_and_leaves_room_for_a_gold_path_full_of_wai
     info = run(play(pool, task, gold.gold_policy(task)))
     assert info["success"] and info["moves"] <= task.step_limit, info
     assert info["moves"] > len(gold_actions(task)) and info["moves"] > 100
+
+
+def test_stalling_with_wait_is_cut_at_the_step_limit_in_moves_and_pays_only_the_games_score(pool):
+    """An agent that stalls (`wait`, 11 moves each) hoping the episode outlives its limit, or
+    that the end pays more than the game's score: the step limit counts moves, so the env
+    truncates it after about step_limit / 11 turns, and the reward is the score as it stands
+    (nothing done: 0), never success. A guard for the moves-based limit: the older limit
+    compared moves too, so no earlier version let this through."""
+    task = make_task("freeze", variations()["freeze"]["test"][0], "test")
+    env = ScienceWorldEnv(jvm_pool=pool)
+    env.reset(options={"task": task})
+    turns, truncated = 0, False
+    while not truncated and turns < task.step_limit:
+        _, reward, terminated, truncated, info = env.step("wait")
+        turns += 1
+        assert not terminated
+    env.close()
+    assert truncated and info["truncated_by"] == "step_limit" and info["moves"] > task.step_limit
+    assert turns <= task.step_limit // 11 + 1
+    assert reward == max(info["score"], 0) / 100 and not info["success"]
