@@ -12,7 +12,7 @@ Gold paths set each variation's limits (`task.make_task`): its step limit from t
 path takes (the simulator's count, which `envStepLimit` bounds: `wait` is 11 moves), the
 agent's turns from its actions. The suites' test variations are measured when the snapshot is
 written; `--gold SPLIT` adds a whole split's (hours of JVM for the 3592 train variations: 0.3-15
-s to make a gold path, then its replay). It keeps what it has measured after each task type,
+s to make a gold path, then its replay). It keeps what it has measured every few variations,
 so a run that is stopped goes on where it was when started again.
 
 The snapshot records the package version it was read from; `variations()` refuses a
@@ -32,6 +32,8 @@ from typing import Any, Literal
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "variations.json"
 Split = Literal["train", "dev", "test"]
 SPLITS: tuple[Split, ...] = ("train", "dev", "test")
+#: `measure_gold` writes what it has measured after this many variations.
+SAVE_EVERY = 10
 
 
 class VariationsError(RuntimeError):
@@ -117,8 +119,9 @@ def _moves(game: Any, name: str, variation: int, path: list[str]) -> int:
 
 def measure_gold(split: Split, path: Path = SNAPSHOT, names: list[str] | None = None) -> None:
     """Add the gold paths' lengths of every `split` variation (of the types in `names`, else
-    all) to the snapshot at `path`, writing it after each type; variations already measured
-    are skipped."""
+    all) to the snapshot at `path`, writing it after every `SAVE_EVERY` variations; variations
+    already measured (with moves) are skipped, and a length already there from an earlier
+    draw is kept where it is the longer."""
     from scienceworld import ScienceWorldEnv
 
     data = json.loads(path.read_text())
@@ -127,10 +130,18 @@ def measure_gold(split: Split, path: Path = SNAPSHOT, names: list[str] | None = 
         for name in names if names is not None else sorted(data["tasks"]):
             info = data["tasks"][name]
             todo = [v for v in info[split] if str(v) not in info.get("gold_moves", {})]
-            if todo:
-                steps, moves = _gold_lengths(game, name, todo)
+            # In parts: one mendelian-genetics gold path takes 30 s or more to make here, so
+            # a type of 240 variations is two hours, too long to lose to a stop.
+            for start in range(0, len(todo), SAVE_EVERY):
+                steps, moves = _gold_lengths(game, name, todo[start : start + SAVE_EVERY])
                 for key, got in (("gold_steps", steps), ("gold_moves", moves)):
-                    merged = {**info.get(key, {}), **got}
+                    # The longer of the draws measured: the simulator draws a new gold path at
+                    # each load (grow-fruit train 11: 115 actions in one, 101 in the next), and
+                    # the limits must cover the longest seen, not shrink when a shorter one is
+                    # drawn.
+                    merged = dict(info.get(key, {}))
+                    for v, n in got.items():
+                        merged[v] = max(n, merged.get(v, 0))
                     info[key] = dict(sorted(merged.items(), key=lambda kv: int(kv[0])))
                 path.write_text(json.dumps(data, indent=1) + "\n")
     finally:

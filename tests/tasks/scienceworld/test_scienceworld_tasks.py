@@ -117,9 +117,14 @@ def test_reward_is_the_score_clipped_at_zero_and_success_needs_the_full_score():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("types", ["sample", pytest.param("all", marks=pytest.mark.full)])
+@pytest.mark.parametrize(
+    # `all` makes 90 gold paths, the mendelian-genetics ones 30 s or more each on a busy
+    # 2-core machine: past the suite's 300 s timeout there (9 min once).
+    "types",
+    ["sample", pytest.param("all", marks=[pytest.mark.full, pytest.mark.timeout(1800)])],
+)
 def test_the_snapshot_is_the_packages_own_variation_lists(types):
-    """Every type under `-m full` (two minutes of JVM). Otherwise four types spread over the
+    """Every type under `-m full` (minutes of JVM). Otherwise four types spread over the
     list, splits only: a gold path's length depends on the simulator's random state, which
     the loads before it move (mendelian-genetics' differ when loaded first)."""
     if shutil.which("java") is None:
@@ -164,10 +169,11 @@ def test_a_train_variation_gets_room_for_a_gold_path_longer_than_its_types_test_
 
 
 @pytest.mark.slow
-def test_measuring_a_splits_gold_lengths_adds_them_and_goes_on_where_it_stopped(tmp_path):
+def test_measuring_a_splits_gold_lengths_adds_them_and_goes_on_where_it_stopped(tmp_path, monkeypatch):
     """`python -m arborl.tasks.scienceworld.variations --gold train`, on a snapshot of one type
-    with three train variations: their gold lengths are added, and a second run measures
-    nothing again (what a run stopped midway relies on)."""
+    with three train variations: a run stopped after its first part keeps that part, the next
+    run measures only the rest, a length from an earlier, longer draw is kept (the limits
+    cover the longest path seen), and a run after that measures nothing again."""
     if shutil.which("java") is None:
         unavailable("java", "no Java runtime: apt-get install default-jre-headless (scripts/setup.sh does)")
     import json
@@ -176,20 +182,42 @@ def test_measuring_a_splits_gold_lengths_adds_them_and_goes_on_where_it_stopped(
 
     name = "find-living-thing"
     info = {**variations()[name], "train": variations()[name]["train"][:3]}
+    longer_draw = str(info["train"][0])
+    info["gold_steps"] = {**info["gold_steps"], longer_draw: 9999}
+    info["gold_moves"] = {v: n for v, n in info["gold_moves"].items() if v != longer_draw}
     path = tmp_path / "variations.json"
     path.write_text(json.dumps({"scienceworld": snapshot_module.package_version(), "tasks": {name: info}}))
+
+    measured: list[list[int]] = []
+    original = snapshot_module._gold_lengths
+
+    def stopped_after_one_part(game, n, chosen):
+        if measured:
+            raise KeyboardInterrupt
+        measured.append(chosen)
+        return original(game, n, chosen)
+
+    monkeypatch.setattr(snapshot_module, "SAVE_EVERY", 2)
+    monkeypatch.setattr(snapshot_module, "_gold_lengths", stopped_after_one_part)
+    with pytest.raises(KeyboardInterrupt):
+        snapshot_module.main(["--gold", "train", "--out", str(path)])
+    kept = json.loads(path.read_text())["tasks"][name]["gold_moves"]
+    assert measured == [info["train"][:2]] and {str(v) for v in info["train"][:2]} <= set(kept)
+
+    measured.clear()
+    monkeypatch.setattr(
+        snapshot_module,
+        "_gold_lengths",
+        lambda game, n, chosen: measured.append(chosen) or original(game, n, chosen),
+    )
     snapshot_module.main(["--gold", "train", "--out", str(path)])
+    assert measured == [info["train"][2:]]
     written = json.loads(path.read_text())["tasks"][name]
     for key in ("gold_steps", "gold_moves"):
         assert {str(v) for v in info["train"]} | set(info[key]) == set(written[key])
         assert all(written[key][str(v)] > 0 for v in info["train"])
-    measured = []
-    original = snapshot_module._gold_lengths
-    snapshot_module._gold_lengths = lambda game, n, chosen: (
-        measured.append(chosen) or original(game, n, chosen)
-    )
-    try:
-        snapshot_module.main(["--gold", "train", "--out", str(path)])
-    finally:
-        snapshot_module._gold_lengths = original
+    assert written["gold_steps"][longer_draw] == 9999 and written["gold_moves"][longer_draw] < 9999
+
+    measured.clear()
+    snapshot_module.main(["--gold", "train", "--out", str(path)])
     assert measured == [] and json.loads(path.read_text())["tasks"][name] == written
