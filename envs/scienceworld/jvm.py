@@ -2,7 +2,7 @@
 
 Starting the simulator (a JVM behind Py4J, `scienceworld.ScienceWorldEnv`) takes seconds;
 loading a task into a running one takes a fraction of that and rebuilds the world from the
-task and variation alone, so an episode takes a JVM from the pool, `load`s its task in it and
+task and variation alone (`arborl.tasks.scienceworld.simulator`), so an episode takes a JVM from the pool, `load`s its task in it and
 gives it back at its end: JVMs are started once and never restarted between episodes. A JVM
 that died (or that raised mid-call, leaving its world in a state nobody can vouch for) is
 given back as broken: the pool shuts it down and starts another when one is next needed.
@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from arborl.sandboxes import SandboxCrashed, SandboxStartError, SandboxUnavailable
+from arborl.tasks.scienceworld import simulator
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +57,14 @@ class JVMDied(SandboxCrashed):
 
 
 def start_game() -> Any:
-    """A new simulator (`scienceworld.ScienceWorldEnv`) in its own JVM."""
+    """A new simulator (`scienceworld.ScienceWorldEnv`) in its own JVM, started so that a world
+    depends on its task and variation alone (`arborl.tasks.scienceworld.simulator`)."""
     try:
-        from scienceworld import ScienceWorldEnv
+        return simulator.start()
     except ImportError as e:
         raise SandboxUnavailable(
             f"scienceworld is not installed ({e}): run scripts/setup.sh, or pip install scienceworld==1.2.3"
         ) from e
-    try:
-        return ScienceWorldEnv("")
     except Exception as e:  # Py4J raises bare Exceptions when no java binary runs
         raise SandboxStartError(
             f"could not start a ScienceWorld JVM ({type(e).__name__}: {e}): install a Java runtime "

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from . import simulator
 from .task import ScienceWorldTask
 
 #: Gold paths drawn, at most, for one task: a draw the policy's own replay does not complete is
@@ -96,9 +97,7 @@ def _gold_game() -> Iterator[Any]:
     with _lock:
         game = _idle.pop() if _idle else None
     if game is None:
-        from scienceworld import ScienceWorldEnv
-
-        game = ScienceWorldEnv("")
+        game = simulator.start()
         with _lock:
             if not _started:
                 atexit.register(_close)

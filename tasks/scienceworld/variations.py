@@ -29,6 +29,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from . import simulator
+
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "variations.json"
 Split = Literal["train", "dev", "test"]
 SPLITS: tuple[Split, ...] = ("train", "dev", "test")
@@ -68,9 +70,7 @@ def read_from_package(suite_variations: int = 3, names: list[str] | None = None)
     """The lists as the simulator gives them (starts a JVM; minutes for all 30 types), with the
     gold paths' lengths of the first `suite_variations` test variations of each type; only
     the types in `names` when given."""
-    from scienceworld import ScienceWorldEnv
-
-    game = ScienceWorldEnv("")
+    game = simulator.start()
     try:
         out: dict[str, dict[str, Any]] = {}
         for name in names if names is not None else game.get_task_names():
@@ -122,10 +122,8 @@ def measure_gold(split: Split, path: Path = SNAPSHOT, names: list[str] | None = 
     all) to the snapshot at `path`, writing it after every `SAVE_EVERY` variations; variations
     already measured (with moves) are skipped, and a length already there from an earlier
     draw is kept where it is the longer."""
-    from scienceworld import ScienceWorldEnv
-
     data = json.loads(path.read_text())
-    game = ScienceWorldEnv("")
+    game = simulator.start()
     try:
         for name in names if names is not None else sorted(data["tasks"]):
             info = data["tasks"][name]

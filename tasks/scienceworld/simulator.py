@@ -1,0 +1,47 @@
+"""Starting the simulator so that a world depends on its task and variation alone.
+
+The package seeds Scala's `Random` with the variation at every load (`PythonInterface.doLoad`),
+yet one variation loaded again gave another world: in one JVM, find-living-thing test 225's
+first room differed over six loads (a cup of red paint, then of blue), the same six in
+another fresh JVM, and its random events (a bee's pollination, which seeds a plant gets)
+differed with them. The cause is the JVM's identity hash codes: the simulator keeps its objects
+in hash sets, so the order in which it builds and ticks them, and so the order of its random
+draws, follows the objects' identity hashes, which HotSpot draws per thread and in the order
+objects ask for them (every earlier load, and whichever Py4J thread serves the call, moves
+them). A gold path drawn in one JVM then failed in the env's: use-thermometer train 38's
+path put a substance of 52 C in the "below 50 C" box, and mendelian-genetics-unknown-plant
+train 61's waited for seeds that never grew (a whole-split gold run, docs/benchmarks.md).
+
+`-XX:hashCode=2` (HotSpot's experimental choice of a constant identity hash) takes that
+variation out: every load of a variation, in any JVM, from any thread, builds the same world
+and runs the same random events, so an episode is reproducible from its task and its actions.
+Its cost here was within the noise of a loaded machine (14-24 ms a step either way).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+#: The JVM options the simulator is started with (through `JDK_JAVA_OPTIONS`, which the java
+#: launcher reads: the package's `ScienceWorldEnv` takes no JVM options).
+JVM_OPTIONS = "-XX:+UnlockExperimentalVMOptions -XX:hashCode=2"
+_starting = threading.Lock()  # the environment is the process's: one start at a time
+
+
+def start() -> Any:
+    """A new `scienceworld.ScienceWorldEnv` (its own JVM) started with `JVM_OPTIONS`, on top of
+    any `JDK_JAVA_OPTIONS` already set."""
+    from scienceworld import ScienceWorldEnv
+
+    with _starting:
+        before = os.environ.get("JDK_JAVA_OPTIONS")
+        os.environ["JDK_JAVA_OPTIONS"] = f"{before} {JVM_OPTIONS}" if before else JVM_OPTIONS
+        try:
+            return ScienceWorldEnv("")
+        finally:
+            if before is None:
+                del os.environ["JDK_JAVA_OPTIONS"]
+            else:
+                os.environ["JDK_JAVA_OPTIONS"] = before
