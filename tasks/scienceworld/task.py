@@ -89,10 +89,11 @@ def step_limit(task_name: str) -> int:
     """The step limit of every variation of a type (the package's `envStepLimit`, which
     bounds the simulator's moves): `gold_budget` of the longest gold path measured for the
     type, in moves or in actions (`wait` is 11 moves, `look around` none). Per type, not per
-    variation: one variation's gold paths differ between draws by more than a quarter
-    (mendelian-genetics-unknown-plant 361: 160 and 261 actions in two loads), and a measured
-    move count is in the snapshot for the suites' test variations (a train variation's action
-    count stands for its moves until `--gold train` measures them)."""
+    variation: most train variations' lengths were measured while a variation's world, and so
+    its gold path, still changed from load to load (mendelian-genetics-unknown-plant 361: 160
+    and 261 actions in two loads; `simulator`), and a measured move count is in the snapshot
+    for the suites' test variations (a train variation's action count stands for its moves
+    until `--gold train` measures them)."""
     info = variations()[task_name]
     lengths = [*info.get("gold_moves", {}).values(), *info.get("gold_steps", {}).values()]
     return gold_budget(max(lengths)) if lengths else longest_gold_budget("gold_moves")
