@@ -2,10 +2,11 @@
 
 Starting the simulator (a JVM behind Py4J, `scienceworld.ScienceWorldEnv`) takes seconds;
 loading a task into a running one takes a fraction of that and rebuilds the world from the
-task and variation alone (`arborl.tasks.scienceworld.simulator`), so an episode takes a JVM from the pool, `load`s its task in it and
-gives it back at its end: JVMs are started once and never restarted between episodes. A JVM
-that died (or that raised mid-call, leaving its world in a state nobody can vouch for) is
-given back as broken: the pool shuts it down and starts another when one is next needed.
+task and variation alone (`arborl.tasks.scienceworld.simulator`), so an episode takes a JVM
+from the pool, `load`s its task in it and gives it back at its end: JVMs are started once and
+never restarted between episodes. A JVM that died (or that raised mid-call, leaving its world
+in a state nobody can vouch for) is given back as broken: the pool shuts it down and starts
+another when one is next needed.
 
 The pool is thread-safe and belongs to no event loop: JVM calls block on a socket, so the env
 makes them in worker threads, and `acquire` waits for a free JVM by polling rather than by
