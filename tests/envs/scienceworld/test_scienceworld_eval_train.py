@@ -71,6 +71,7 @@ INCOMPLETE_GOLD = {
     # the path infers from its world's offspring that tall height is recessive in the pea plant
     # (Mendel's dominant trait) and focuses on that box: -100
     "scienceworld/mendelian-genetics-known-plant/14": 0.0,
+    "scienceworld/mendelian-genetics-known-plant/40": 0.0,  # the same: its own replay ends at -100
 }
 
 
