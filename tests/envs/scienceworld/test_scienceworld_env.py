@@ -238,3 +238,42 @@ def test_stalling_with_wait_is_cut_at_the_step_limit_in_moves_and_pays_only_the_
     assert truncated and info["truncated_by"] == "step_limit" and info["moves"] > task.step_limit
     assert turns <= task.step_limit // 11 + 1
     assert reward == max(info["score"], 0) / 100 and not info["success"]
+
+
+def test_an_agents_earlier_episodes_do_not_shape_the_next_world(pool):
+    """Attack: outlive the reset. Before every JVM got a constant identity hash, each load
+    moved the hashes that order the simulator's random draws, so what an agent did in one
+    episode (how many episodes, loads and objects it caused) changed the next episode's world
+    and its random events on the same JVM. Here an agent plays several episodes of its own
+    first; the next grow-fruit episode (pollination, growth: random events) must play out, step
+    for step, as in a fresh JVM's first load."""
+    from arborl.tasks.scienceworld import simulator
+
+    task = make_task("grow-fruit", 4, "train")
+    path = gold_actions(task)
+    reference = simulator.start()
+    try:
+        reference.load(task.task_name, task.variation, "")
+        reference.server.reset()
+        want = [str(reference.server.step(a)) for a in ("look around", *path)]
+    finally:
+        reference.close()
+
+    async def episodes() -> list[str]:
+        env = ScienceWorldEnv(jvm_pool=pool)
+        for other in (make_task("boil", 3, "train"), TASK, make_task("grow-plant", 0, "train")):
+            await env.areset(options={"task": other})
+            for action in ("open door to hallway", "go to hallway", "wait", "pick up axe"):
+                await env.astep(action)
+        obs, _ = await env.areset(options={"task": task})
+        got = [obs[-1]["content"]]
+        for action in path:
+            obs, _, terminated, truncated, _ = await env.astep(action)
+            got.append(obs[-1]["content"])
+            if terminated or truncated:
+                break
+        await env.aclose()
+        return got
+
+    got = run(episodes())
+    assert want[0] in got[0] and len(got) > 20 and got[1:] == want[1 : len(got)]
