@@ -133,10 +133,10 @@ def measure_gold(split: Split, path: Path = SNAPSHOT, names: list[str] | None = 
             for start in range(0, len(todo), SAVE_EVERY):
                 steps, moves = _gold_lengths(game, name, todo[start : start + SAVE_EVERY])
                 for key, got in (("gold_steps", steps), ("gold_moves", moves)):
-                    # The longer of the draws measured: the simulator draws a new gold path at
-                    # each load (grow-fruit train 11: 115 actions in one, 101 in the next), and
-                    # the limits must cover the longest seen, not shrink when a shorter one is
-                    # drawn.
+                    # The longer of the draws measured: before worlds were made the same in
+                    # every load (`simulator`), each load drew a new gold path (grow-fruit train
+                    # 11: 115 actions in one, 101 in the next), and lengths measured then stay
+                    # in the snapshot; the limits must not shrink below the longest seen.
                     merged = dict(info.get(key, {}))
                     for v, n in got.items():
                         merged[v] = max(n, merged.get(v, 0))
