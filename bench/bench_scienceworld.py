@@ -4,9 +4,11 @@ an episode's reset in a pooled JVM against starting a new one.
 1. Steps/s: the gold action sequences of a few tasks, stepped (a) by the package's own loop,
    `scienceworld.ScienceWorldEnv.step` (which reads look, inventory, task description and
    every valid action into its info each step), (b) through arborl/ScienceWorld-v0 (sync
-   `env.step`: observation, score, completion; state hash on), (c) the same with
-   `show_valid_actions=True` (the valid actions every step, as the package's loop computes
-   them). Same JVM kind, same actions, same run; reported as ratios over (a).
+   `env.step`: observation, score, completion; state hash on). The env makes the package's
+   reads too, in one trip to the JVM (listing the valid actions moves the world's random
+   events, `arborl.tasks.scienceworld.simulator.reads_after_step`), and copies the valid
+   actions over only in (c), `show_valid_actions=True`. Same JVM kind, same actions, same run;
+   reported as ratios over (a).
 2. Reset: `env.reset` of a task in a JVM taken from the pool (load + first look) against
    starting a fresh simulator (`ScienceWorldEnv()`, a new JVM) and loading it.
 

@@ -45,3 +45,21 @@ def start() -> Any:
                 del os.environ["JDK_JAVA_OPTIONS"]
             else:
                 os.environ["JDK_JAVA_OPTIONS"] = before
+
+
+def reads_after_step(server: Any) -> tuple[str, str, Any]:
+    """What the package's `ScienceWorldEnv.step` reads after every action (and its `reset`
+    after the first `look around`), in its order: the room (`look`), the inventory, the task
+    description and the valid action-object combinations. Returns (room, inventory, the valid
+    combinations as the JVM's list, not copied over the bridge).
+
+    These reads are not only reads. Listing the valid combinations moves the world's later
+    random events (the wording of their objects also changes from one listing to the next):
+    grow-fruit train 6's gold path completes the task (score 100, 78 moves) when every step
+    makes the package's reads, and leaves it at 46 after 89 moves when the steps skip the
+    listing; the room, inventory and task description reads change nothing there. The package's agents play the first world, so every step here makes the
+    same reads in the same order, whether or not its caller wants their answers."""
+    room = str(server.freeActionLook())
+    inventory = str(server.freeActionInventory())
+    server.freeActionTaskDesc()
+    return room, inventory, server.getValidActionObjectCombinations()

@@ -103,15 +103,16 @@ def _gold_lengths(game: Any, name: str, chosen: list[int]) -> tuple[dict[str, in
 
 
 def _moves(game: Any, name: str, variation: int, path: list[str]) -> int:
-    """The move count when `path` completes the task in a fresh world (loaded as the env loads
-    one), or after its last action. Through the server directly: the package's `step` also
-    reads every valid action each step, five times the step itself, and stops at its own
-    `envStepLimit`."""
+    """The move count when `path` completes the task in a fresh world (loaded and stepped as
+    the env and the package step one: the first `look around`, and every step's reads, which
+    move the world's random events: `simulator.reads_after_step`), or after its last action.
+    Through the server directly: the package's `step` stops at its own `envStepLimit`."""
     server = game.server
     game.load(name, variation, "")
     server.reset()
-    for action in path:
+    for action in ["look around", *path]:
         server.step(action)
+        simulator.reads_after_step(server)
         if server.getCompleted():
             break
     return int(server.getNumMoves())
@@ -135,8 +136,11 @@ def measure_gold(split: Split, path: Path = SNAPSHOT, names: list[str] | None = 
                 for key, got in (("gold_steps", steps), ("gold_moves", moves)):
                     # The longer of the draws measured: before worlds were made the same in
                     # every load (`simulator`), each load drew a new gold path (grow-fruit train
-                    # 11: 115 actions in one, 101 in the next), and lengths measured then stay
-                    # in the snapshot; the limits must not shrink below the longest seen.
+                    # 11: 115 actions in one, 101 in the next), and the action counts of the
+                    # types without moves were measured then and stay in the snapshot; the
+                    # limits must not shrink below the longest seen. (To replace a length,
+                    # remove it from the snapshot first; a fixed world's path is the same at
+                    # every load.)
                     merged = dict(info.get(key, {}))
                     for v, n in got.items():
                         merged[v] = max(n, merged.get(v, 0))

@@ -221,3 +221,32 @@ def test_measuring_a_splits_gold_lengths_adds_them_and_goes_on_where_it_stopped(
     measured.clear()
     snapshot_module.main(["--gold", "train", "--out", str(path)])
     assert measured == [] and json.loads(path.read_text())["tasks"][name] == written
+
+
+@pytest.mark.slow
+def test_a_measured_move_count_is_the_packages_own_loops():
+    """grow-fruit train 6 has random events (bees), and the package's `step` lists the valid
+    actions every step, which moves those events. The snapshot tool's replay
+    must step the world as the package's loop does: its gold path then completes the task, and
+    the moves measured (and kept in the snapshot) are the package's own count."""
+    if shutil.which("java") is None:
+        unavailable("java", "no Java runtime: apt-get install default-jre-headless (scripts/setup.sh does)")
+    from arborl.tasks.scienceworld import simulator
+    from arborl.tasks.scienceworld import variations as snapshot_module
+
+    name, variation = "grow-fruit", 6
+    game = simulator.start()
+    try:
+        game.load(name, variation, "", generateGoldPath=True)
+        path = [str(a) for a in game.get_gold_action_sequence()]
+        game.load(name, variation, "")
+        game.reset()
+        for action in path:
+            _, _, done, info = game.step(action)
+            if done:
+                break
+        assert done and info["score"] == 100
+        assert snapshot_module._moves(game, name, variation, path) == info["moves"]
+        assert variations()[name]["gold_moves"][str(variation)] == info["moves"]
+    finally:
+        game.close()
