@@ -57,8 +57,9 @@ def reads_after_step(server: Any) -> tuple[str, str, Any]:
     random events (the wording of their objects also changes from one listing to the next):
     grow-fruit train 6's gold path completes the task (score 100, 78 moves) when every step
     makes the package's reads, and leaves it at 46 after 89 moves when the steps skip the
-    listing; the room, inventory and task description reads change nothing there. The package's agents play the first world, so every step here makes the
-    same reads in the same order, whether or not its caller wants their answers."""
+    listing; the room, inventory and task description reads change nothing there. The
+    package's agents play the world its `step` makes, so every step here makes the same reads
+    in the same order, whether or not its caller wants their answers."""
     room = str(server.freeActionLook())
     inventory = str(server.freeActionInventory())
     server.freeActionTaskDesc()

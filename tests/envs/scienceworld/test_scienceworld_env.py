@@ -59,9 +59,9 @@ def test_steps_match_the_packages_own_step(pool):
 @pytest.mark.parametrize("show_valid", [False, True])
 def test_a_world_with_random_events_plays_out_as_in_the_packages_own_step(pool, show_valid):
     """grow-fruit train 6: bees pollinate at random, and listing the valid actions (which the
-    package's `step` does every step) moves those events. Its gold path
-    completes the task in the package's loop, so it must in the env, observation for
-    observation, whether or not the env shows the valid actions. A step that skips the listing
+    package's `step` does every step) moves those events. Its gold path completes the task in
+    the package's loop, so it must in the env, observation for observation, whether or not the
+    env shows the valid actions. A step that skips the listing
     plays another world: the path then leaves the task at 46 after 89 moves."""
     from arborl.tasks.scienceworld import simulator
 

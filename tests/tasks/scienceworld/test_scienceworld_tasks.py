@@ -226,9 +226,9 @@ def test_measuring_a_splits_gold_lengths_adds_them_and_goes_on_where_it_stopped(
 @pytest.mark.slow
 def test_a_measured_move_count_is_the_packages_own_loops():
     """grow-fruit train 6 has random events (bees), and the package's `step` lists the valid
-    actions every step, which moves those events. The snapshot tool's replay
-    must step the world as the package's loop does: its gold path then completes the task, and
-    the moves measured (and kept in the snapshot) are the package's own count."""
+    actions every step, which moves those events. The snapshot tool's replay must step the
+    world as the package's loop does: its gold path then completes the task, and the moves
+    measured (and kept in the snapshot) are the package's own count."""
     if shutil.which("java") is None:
         unavailable("java", "no Java runtime: apt-get install default-jre-headless (scripts/setup.sh does)")
     from arborl.tasks.scienceworld import simulator
