@@ -34,39 +34,12 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def test_steps_match_the_packages_own_step(pool):
-    """Observation, score and completion of every gold action equal the package's `step` (its
-    JVM started as the env's are, so that both load the same world)."""
+def play_beside_the_package(pool, task, show_valid=False):
+    """Step `task`'s gold path in the env and in the package's own loop (its JVM started as the
+    env's are, so that both load the same world): every observation (the valid actions aside),
+    score, move count and completion must be equal. Returns the env's last reward and info."""
     from arborl.tasks.scienceworld import simulator
 
-    reference = simulator.start()
-    try:
-        reference.load(TASK.task_name, TASK.variation, "")
-        first, _ = reference.reset()
-        env = ScienceWorldEnv(jvm_pool=pool)
-        obs, _ = env.reset(options={"task": TASK})
-        assert first in obs[-1]["content"]
-        for action in gold_actions(TASK):
-            want, _, done, info = reference.step(action)
-            obs, reward, terminated, truncated, got = env.step(action)
-            assert obs[-1]["content"] == want and got["score"] == info["score"], action
-            assert got["moves"] == info["moves"] and terminated == done and not truncated
-        assert terminated and reward == 1.0 and got["success"]
-    finally:
-        reference.close()
-
-
-@pytest.mark.parametrize("show_valid", [False, True])
-def test_a_world_with_random_events_plays_out_as_in_the_packages_own_step(pool, show_valid):
-    """grow-fruit train 6: bees pollinate at random, and listing the valid actions (which the
-    package's `step` does every step) moves those events. Its gold path completes the task in
-    the package's loop, so it must in the env, observation for observation, whether or not the
-    env shows the valid actions. A step that skips the listing
-    plays another world: the path then leaves the task at 46 after 89 moves."""
-    from arborl.tasks.scienceworld import simulator
-
-    task = make_task("grow-fruit", 6, "train")
-    path = gold_actions(task)
     reference = simulator.start()
     try:
         reference.load(task.task_name, task.variation, "")
@@ -74,7 +47,7 @@ def test_a_world_with_random_events_plays_out_as_in_the_packages_own_step(pool, 
         env = ScienceWorldEnv(jvm_pool=pool, show_valid_actions=show_valid)
         obs, _ = env.reset(options={"task": task})
         assert first in obs[-1]["content"]
-        for n, action in enumerate(path):
+        for n, action in enumerate(gold_actions(task)):
             want, _, done, info = reference.step(action)
             obs, reward, terminated, truncated, got = env.step(action)
             assert obs[-1]["content"].split("\n\nValid actions: ")[0] == want, (n, action)
@@ -82,10 +55,28 @@ def test_a_world_with_random_events_plays_out_as_in_the_packages_own_step(pool, 
             assert not truncated, n
             if terminated:
                 break
-        assert terminated and reward == 1.0 and got["success"] and got["moves"] == 78
+        assert terminated
         env.close()
+        return reward, got
     finally:
         reference.close()
+
+
+def test_steps_match_the_packages_own_step(pool):
+    """Observation, score and completion of every gold action equal the package's `step`."""
+    reward, info = play_beside_the_package(pool, TASK)
+    assert reward == 1.0 and info["success"]
+
+
+@pytest.mark.parametrize("show_valid", [False, True])
+def test_a_world_with_random_events_plays_out_as_in_the_packages_own_step(pool, show_valid):
+    """grow-fruit train 6: bees pollinate at random, and listing the valid actions (which the
+    package's `step` does every step) moves those events. Its gold path completes the task in
+    the package's loop, so it must in the env, observation for observation, whether or not the
+    env shows the valid actions. A step that skips the listing plays another world: the path
+    then leaves the task at 46 after 89 moves."""
+    reward, info = play_beside_the_package(pool, make_task("grow-fruit", 6, "train"), show_valid)
+    assert reward == 1.0 and info["success"] and info["moves"] == 78
 
 
 def test_a_jvm_is_reused_and_no_state_crosses_episodes(pool):
