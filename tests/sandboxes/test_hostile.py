@@ -97,13 +97,16 @@ async def test_host_files_are_out_of_reach(backend, tmp_path):
 async def test_fork_bomb_is_contained_and_reset_recovers(backend):
     async with await backend.create(SMALL) as sb:
         res = await sb.exec("bomb() { bomb | bomb & }; bomb", timeout=3)
-        # The bomb backgrounds itself, so the command returns while it rages into the limit.
-        assert res.timed_out or "Resource temporarily unavailable" in res.stderr
+        # The bomb backgrounds itself. The exec comes back once bash has exited and the pipes
+        # are quiet (a race with the children's first "Resource temporarily unavailable"), or
+        # at its deadline: either way the harness is not held by the bomb.
+        assert res.duration_s < 3 + 2
         await asyncio.sleep(1)
         # Counted by the kernel (the pids cgroup), not by a /proc scan that races the bomb.
         pids = (await sb.ping())["pids"]
         assert pids["max"] == SMALL.limits.pids and pids["current"] <= SMALL.limits.pids
-        assert pids["peak"] is None or pids["peak"] <= SMALL.limits.pids
+        # The bomb ran into the limit and the kernel held it there.
+        assert pids["peak"] is None or pids["peak"] == SMALL.limits.pids
         reset = await sb.reset()
         assert reset.total_s < 30
         after = await sb.exec("echo alive; pgrep -c bash || true", timeout=10)
