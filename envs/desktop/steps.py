@@ -110,6 +110,30 @@ async def _wait_for_window(ctx: StepContext, timeout: float, before: int, title:
         await asyncio.sleep(0.05)
 
 
+async def _wait_active(ctx: StepContext, wid: str, timeout: float) -> bool:
+    """Poll until the window manager has given window `wid` the focus."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        if any(w.id == wid and w.active for w in await ctx.display.windows(ctx.sandbox)):
+            return True
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
+
+
+async def _activate(ctx: StepContext, wid: str, timeout: float) -> bool:
+    """Activate window `wid` until it holds the focus; False if it did not within `timeout`.
+
+    A window that an earlier step launched may still be mapping and take the focus after one
+    activation (seen under load), so activate until it holds.
+    """
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        await ctx.sandbox.exec(["xdotool", "windowactivate", wid], timeout=10, env=ctx.display.env)
+        if await _wait_active(ctx, wid, 0.3) or asyncio.get_running_loop().time() >= deadline:
+            return any(w.id == wid and w.active for w in await ctx.display.windows(ctx.sandbox))
+
+
 async def _tail(ctx: StepContext, path: str) -> str:
     r = await ctx.sandbox.exec(["tail", "-c", "600", path], timeout=10)
     return r.stdout.strip()
@@ -133,6 +157,10 @@ async def run_step(ctx: StepContext, step: OSWorldStep) -> dict[str, Any]:
         # OSWorld's launch does not wait; waiting for the window here keeps the first screenshot
         # from racing the application's start (a launch without a window costs launch_wait_s).
         w = await _wait_for_window(ctx, ctx.launch_wait_s, before, None)
+        if w is not None:
+            # ...and for the window manager to give it the focus: a key pressed before that
+            # (a setup step's Ctrl+Alt+T) was lost in about one start in five under load.
+            await _wait_active(ctx, w.id, 2.0)
         return {"window": w.title if w else None}
     if kind == "open":
         path = str(p["path"])
@@ -162,24 +190,14 @@ async def run_step(ctx: StepContext, step: OSWorldStep) -> dict[str, Any]:
             log.warning("%s: no window matches %r", kind, p["window_name"])
             return {"found": False}
         w = found[0]
-        if kind == "activate_window":
-            # A window that an earlier step launched may still be mapping and take the focus
-            # after this activation (seen under load): activate until it holds, up to 3 s.
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 3.0
-            while True:
-                await ctx.sandbox.exec(["xdotool", "windowactivate", w.id], timeout=10, env=ctx.display.env)
-                await asyncio.sleep(0.1)
-                now = await ctx.display.windows(ctx.sandbox)
-                if any(x.id == w.id and x.active for x in now) or loop.time() > deadline:
-                    break
-                await asyncio.sleep(0.2)
-        else:
-            # Alt+F4 through openbox asks the app to close (WM_DELETE_WINDOW), as a user would.
+        active = await _activate(ctx, w.id, 3.0)
+        if not active:
+            log.warning("%s: window %r did not take the focus", kind, w.title)
+        if kind == "close_window" and active:
+            # Alt+F4 through openbox asks the app to close (WM_DELETE_WINDOW), as a user would;
+            # only once the window holds the focus, or the key closes whichever window has it.
             await ctx.sandbox.exec(
-                ["xdotool", "windowactivate", w.id, "sleep", "0.1", "key", "--clearmodifiers", "alt+F4"],
-                timeout=10,
-                env=ctx.display.env,
+                ["xdotool", "key", "--clearmodifiers", "alt+F4"], timeout=10, env=ctx.display.env
             )
             await _wait_gone(ctx, w.id, 5.0)
         return {"found": True, "window": w.title}
