@@ -26,9 +26,26 @@ SAMPLED_ELSEWHERE = {
 }
 #: The field's benchmarks (thousands of BFCL entries, TextWorld games generated on first use,
 #: ScienceWorld's JVM): CI runs a sample of each in its own tests, `pytest -m full` the whole.
-FIELD = ("arborl.tasks.bfcl.", "arborl.tasks.textworld.", "arborl.tasks.scienceworld.", "arborl.tasks.sokoban.")
+FIELD = (
+    "arborl.tasks.bfcl.",
+    "arborl.tasks.textworld.",
+    "arborl.tasks.scienceworld.",
+    "arborl.tasks.sokoban.",
+)
 #: Benchmarks with no scripted solution (run with a model), each with why.
 MODEL_ONLY = {"web-miniwob-all": "MiniWoB++ tasks without a scripted solution here"}
+#: Suites whose every task starts a browser, a desktop or a repository's sandbox (30-50 s gold +
+#: empty each on two cores): CI runs CI_SAMPLE of their tasks spread over the suite, `pytest -m
+#: full` the whole suite.
+SAMPLED_IN_CI = {"web-mini", "web-miniwob", "swe-mini", "desktop-mini"}
+CI_SAMPLE = 4
+
+
+def spread_sample(ids: list[str], n: int) -> list[str]:
+    """`n` of `ids`, evenly spread (the first, the last and between), in suite order."""
+    if len(ids) <= n:
+        return ids
+    return [ids[round(i * (len(ids) - 1) / (n - 1))] for i in range(n)]
 
 
 def _loader_module(suite) -> str:
@@ -59,17 +76,21 @@ def _marks(suite) -> list[pytest.MarkDecorator]:
     return [*marks, pytest.mark.full] if _loader_module(suite).startswith(FIELD) else marks
 
 
+def _params():
+    for s in BUILTIN_SUITES:
+        if s.name in SAMPLED_ELSEWHERE or s.name in MODEL_ONLY:
+            continue
+        if s.name in SAMPLED_IN_CI:
+            yield pytest.param(s, CI_SAMPLE, id=f"{s.name}-sample", marks=_marks(s))
+            yield pytest.param(s, None, id=s.name, marks=[*_marks(s), pytest.mark.full])
+        else:
+            yield pytest.param(s, None, id=s.name, marks=_marks(s))
+
+
 @pytest.mark.docker
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "suite",
-    [
-        pytest.param(s, id=s.name, marks=_marks(s))
-        for s in BUILTIN_SUITES
-        if s.name not in SAMPLED_ELSEWHERE and s.name not in MODEL_ONLY
-    ],
-)
-def test_gold_resolves_everything_and_empty_nothing(suite, docker_backend, tmp_path):
+@pytest.mark.parametrize(("suite", "sample"), list(_params()))
+def test_gold_resolves_everything_and_empty_nothing(suite, sample, docker_backend, tmp_path):
     from arborl.sandboxes.images import image_exists
 
     for tag, component in GUI_TAGS.items():
@@ -78,6 +99,10 @@ def test_gold_resolves_everything_and_empty_nothing(suite, docker_backend, tmp_p
                 component, "no arborl/gui image: run `arborl sandbox build image=gui` (make test does)"
             )
     assert suite.gold is not None and suite.empty is not None, f"{suite.name} needs gold and empty policies"
+    ids = [t.id for t in suite.tasks()]
+    if sample is not None:
+        ids = spread_sample(ids, sample)
+    only = [f"tasks=[{','.join(ids)}]"] if sample is not None else []
     for agent, expected in (("gold", 1.0), ("empty", 0.0)):
         run = tmp_path / agent
         res = arborl(
@@ -87,6 +112,7 @@ def test_gold_resolves_everything_and_empty_nothing(suite, docker_backend, tmp_p
             "sandbox=docker",
             f"run.dir={run}",
             "report=false",
+            *only,
         )
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         summary = json.loads((run / "summary.json").read_text())
@@ -94,4 +120,4 @@ def test_gold_resolves_everything_and_empty_nothing(suite, docker_backend, tmp_p
             f"{p.parent.parent.name}: {p.read_text()[:300]}" for p in run.glob("instances/*/*/error.txt")
         ]
         assert summary["resolved_rate"] == expected, (agent, summary, failed)
-        assert summary["samples"] == len(suite.tasks()) and summary["infra_errors"] == 0, summary
+        assert summary["samples"] == len(ids) and summary["infra_errors"] == 0, summary
