@@ -77,6 +77,7 @@ INCOMPLETE_GOLD = {
     "scienceworld/grow-fruit/2": 0.5,
     "scienceworld/grow-fruit/35": 0.5,
     "scienceworld/grow-fruit/37": 0.5,
+    "scienceworld/grow-fruit/40": 0.5,
     "scienceworld/grow-fruit/41": 0.5,
 }
 
