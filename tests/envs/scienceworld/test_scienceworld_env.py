@@ -146,7 +146,9 @@ def test_a_dead_jvms_leftovers_log_no_traceback(pool):
     env.step("look around")  # the env finds the JVM dead and gives it back as broken
     env.close()
     assert records and all(r.exc_info is None and r.exc_text is None for r in records), records
-    assert any("connect" in r.getMessage() for r in records)
+    # Which failure it logs depends on whether Py4J still pooled a socket to the dead JVM: the
+    # send then succeeds and the receive fails; otherwise the connect does.
+    assert any("connect" in r.getMessage() or "receiving" in r.getMessage() for r in records), records
 
 
 def test_episodes_step_concurrently_in_their_own_jvms(pool):
