@@ -110,14 +110,15 @@ async def _wait_for_window(ctx: StepContext, timeout: float, before: int, title:
         await asyncio.sleep(0.05)
 
 
-async def _wait_active(ctx: StepContext, wid: str, timeout: float) -> bool:
-    """Poll until the window manager has given window `wid` the focus."""
+async def _wait_active(ctx: StepContext, wid: str, timeout: float) -> Window | None:
+    """Poll until the window manager has given window `wid` the focus; the window then."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
-        if any(w.id == wid and w.active for w in await ctx.display.windows(ctx.sandbox)):
-            return True
+        for w in await ctx.display.windows(ctx.sandbox):
+            if w.id == wid and w.active:
+                return w
         if asyncio.get_running_loop().time() >= deadline:
-            return False
+            return None
         await asyncio.sleep(0.05)
 
 
@@ -130,7 +131,7 @@ async def _activate(ctx: StepContext, wid: str, timeout: float) -> bool:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         await ctx.sandbox.exec(["xdotool", "windowactivate", wid], timeout=10, env=ctx.display.env)
-        if await _wait_active(ctx, wid, 0.3) or asyncio.get_running_loop().time() >= deadline:
+        if await _wait_active(ctx, wid, 0.3) is not None or asyncio.get_running_loop().time() >= deadline:
             return any(w.id == wid and w.active for w in await ctx.display.windows(ctx.sandbox))
 
 
@@ -159,8 +160,9 @@ async def run_step(ctx: StepContext, step: OSWorldStep) -> dict[str, Any]:
         w = await _wait_for_window(ctx, ctx.launch_wait_s, before, None)
         if w is not None:
             # ...and for the window manager to give it the focus: a key pressed before that
-            # (a setup step's Ctrl+Alt+T) was lost in about one start in five under load.
-            await _wait_active(ctx, w.id, 2.0)
+            # (a setup step's Ctrl+Alt+T) was lost in about one start in five under load. Its
+            # title then, not the one it was mapped with (xterm's is "xterm" at first).
+            w = await _wait_active(ctx, w.id, 2.0) or w
         return {"window": w.title if w else None}
     if kind == "open":
         path = str(p["path"])
