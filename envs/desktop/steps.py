@@ -131,8 +131,10 @@ async def _activate(ctx: StepContext, wid: str, timeout: float) -> bool:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         await ctx.sandbox.exec(["xdotool", "windowactivate", wid], timeout=10, env=ctx.display.env)
-        if await _wait_active(ctx, wid, 0.3) is not None or asyncio.get_running_loop().time() >= deadline:
-            return any(w.id == wid and w.active for w in await ctx.display.windows(ctx.sandbox))
+        if await _wait_active(ctx, wid, 0.3) is not None:
+            return True
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
 
 
 async def _tail(ctx: StepContext, path: str) -> str:
