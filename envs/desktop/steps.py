@@ -29,6 +29,7 @@ from .bounds import OutputTooLarge, bounded_stream
 from .commands import ActionError
 from .screen import RUN_DIR, Window, XDisplay
 from .support import open_with
+from .trusted import run_root
 
 log = logging.getLogger(__name__)
 MAX_SAVED_OUTPUT = 8 << 20  # per stream, what an `execute` step may save to the cache dir
@@ -194,16 +195,27 @@ async def run_step(ctx: StepContext, step: OSWorldStep) -> dict[str, Any]:
             log.warning("%s: no window matches %r", kind, p["window_name"])
             return {"found": False}
         w = found[0]
-        active = await _activate(ctx, w.id, 3.0)
-        if not active:
-            log.warning("%s: window %r did not take the focus", kind, w.title)
-        if kind == "close_window" and active:
-            # Alt+F4 through openbox asks the app to close (WM_DELETE_WINDOW), as a user would;
-            # only once the window holds the focus, or the key closes whichever window has it.
-            await ctx.sandbox.exec(
-                ["xdotool", "key", "--clearmodifiers", "alt+F4"], timeout=10, env=ctx.display.env
+        if kind == "close_window":
+            # OSWorld's server runs `wmctrl -c`: a _NET_CLOSE_WINDOW request for that window,
+            # which openbox turns into WM_DELETE_WINDOW (the app closes as if its x were
+            # clicked). It never goes through the keyboard focus, which the agent's leftover
+            # processes can hold: an Alt+F4 would close whichever window has it.
+            # Root's clean environment runs it, so no wmctrl of the agent's on its PATH answers.
+            r = await run_root(
+                ctx.sandbox,
+                ["wmctrl", "-i", "-c", w.id],
+                what="wmctrl",
+                display=ctx.display.display,
+                timeout=10,
             )
-            await _wait_gone(ctx, w.id, 5.0)
+            if not r.ok:
+                raise DesktopSetupError(f"close_window: wmctrl failed: {r.output.strip()[-300:]}")
+            closed = await _wait_gone(ctx, w.id, 5.0)
+            if not closed:
+                log.warning("close_window: window %r is still open after 5 s", w.title)
+            return {"found": True, "window": w.title, "closed": closed}
+        if not await _activate(ctx, w.id, 3.0):
+            log.warning("%s: window %r did not take the focus", kind, w.title)
         return {"found": True, "window": w.title}
     if kind == "upload_file":
         for f in p["files"]:
@@ -223,12 +235,13 @@ async def run_step(ctx: StepContext, step: OSWorldStep) -> dict[str, Any]:
     raise DesktopSetupError(f"setup step {kind!r} is not implemented")  # the loader refuses these
 
 
-async def _wait_gone(ctx: StepContext, wid: str, timeout: float) -> None:
+async def _wait_gone(ctx: StepContext, wid: str, timeout: float) -> bool:
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:
         if all(w.id != wid for w in await ctx.display.windows(ctx.sandbox)):
-            return
+            return True
         await asyncio.sleep(0.1)
+    return False
 
 
 #: Exit statuses of a shell that could not run the command at all (not found, not executable).

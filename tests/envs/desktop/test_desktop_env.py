@@ -322,6 +322,32 @@ def test_windows_are_found_by_title_or_class_to_activate_and_close(desktop):
     assert reward == 1.0 and info["evaluation"]["metrics"][0]["result"] == ["agent@sandbox: ~"]
 
 
+def test_a_focus_thief_the_agent_leaves_does_not_steer_close_window(desktop):
+    """The agent leaves a loop that keeps giving its terminal the focus, then says DONE. The
+    evaluator's close_window must close the window it names, Mousepad, and no other: sent
+    through the keyboard focus, the close would land on the terminal (or never be sent)."""
+    spec = task(
+        config=[xterm(), {"type": "launch", "parameters": {"command": "mousepad", "shell": True}}],
+        evaluator={
+            "postconfig": [{"type": "close_window", "parameters": {"window_name": "Mousepad"}}],
+            "func": "is_in_list",
+            "result": {"type": "vm_window_titles"},
+            "expected": {"type": "rule", "rules": {"expected": "agent@sandbox: ~"}},
+        },
+    )
+    _, info = desktop.reset(options={"task": load_osworld_task(spec, support=DESKTOP)})
+    x, y = uncovered(window(info, "XTerm"), over=window(info, "Mousepad"))
+    # xterm exports its own window id to its shell as $WINDOWID
+    thief = "(while :; do xdotool windowactivate $WINDOWID; done) >/dev/null 2>&1 &\\n"
+    _, _, terminated, _, info = desktop.step(
+        code(f"pyautogui.click({x}, {y})", f"pyautogui.write('{thief}')", "time.sleep(1)")
+    )
+    assert not terminated and window(info, "XTerm")["active"]
+    _, reward, terminated, _, info = desktop.step("DONE")
+    assert terminated and info["evaluation"]["metrics"][0]["result"] == ["agent@sandbox: ~"]
+    assert reward == 1.0
+
+
 def test_setup_errors_are_loud_and_the_env_stays_usable(desktop):
     missing = task(config=[{"type": "open", "parameters": {"path": "/home/agent/nope.txt"}}])
     with pytest.raises(
