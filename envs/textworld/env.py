@@ -8,7 +8,7 @@ Observation: the game's own text, as TextWorld's agents get it from `textworld.s
 `EnvInfos`: the feedback of the command, then (when asked for) the room description, the
 inventory and the admissible commands, which is what verl-agent and TextWorld's baselines put
 in the prompt. Action: the text inside the reply's last ``<action>...</action>``, else the
-reply's last non-empty line (control characters made spaces, at most 256 characters). A command the game does not understand is the agent's mistake:
+reply's last non-empty line (control characters and backslashes made spaces, at most 256 characters). A command the game does not understand is the agent's mistake:
 the game's own answer ("That's not a verb I recognise.") is the observation and the game
 goes on.
 
@@ -47,14 +47,17 @@ def parse_command(reply: str) -> str:
     """The game command in a model reply (see the module doc), as the game can take it:
     control characters become spaces (frotz reads a C string: a NUL would kill the game, and
     the agent's text must not be able to end its episode as an infrastructure failure), and
-    at most `MAX_COMMAND` characters (the Z-machine's input buffer holds fewer)."""
+    so do backslashes (dumb-frotz, the interpreter, reads a line that starts with one as a
+    command of its own, and then waits for input the game never gets: the game hangs; no
+    game's parser knows the character), and at most `MAX_COMMAND` characters (the Z-machine's
+    input buffer holds fewer)."""
     tagged = _ACTION.findall(reply)
     if tagged:
         text = tagged[-1]
     else:
         lines = [line for line in reply.splitlines() if line.strip()]
         text = lines[-1] if lines else ""
-    printable = "".join(" " if unicodedata.category(c) == "Cc" else c for c in text)
+    printable = "".join(" " if c == "\\" or unicodedata.category(c) == "Cc" else c for c in text)
     return " ".join(printable.split())[:MAX_COMMAND]
 
 

@@ -164,11 +164,17 @@ def test_many_episodes_start_at_once(coin):
 
 def test_no_reply_can_crash_the_game(coin):
     """The agent's text reaches a C interpreter: NUL and other control characters, very long
-    lines, non-ASCII text and lone surrogates are the game's business, never a dead game (which
-    would count as the infrastructure's failure, not the agent's)."""
-    env = make_env()
+    lines, non-ASCII text, lone surrogates and the interpreter's own escapes (a line that starts
+    with a backslash is a dumb-frotz command: it then waits for input the game never gets) are
+    the game's business, never a dead game (which would count as the infrastructure's failure,
+    not the agent's: an agent could abstain from any episode it was losing)."""
+    env = make_env(step_timeout_s=10)
     env.reset(options={"task": coin})
     for reply in (
+        "\\help",
+        "<action>\\q</action>",
+        "\\",
+        "go \\t north",
         "go\x00 west",
         "take\x01\x1b[2J coin",
         "x" * 5000,
@@ -180,4 +186,5 @@ def test_no_reply_can_crash_the_game(coin):
         assert not truncated and "sandbox_error" not in info, (reply[:20], info)
         assert "\x00" not in info["command"] and len(info["command"]) <= 256
     assert parse_command("go\x00 west") == "go west"
+    assert parse_command("<action>\\help</action>") == "help"
     env.close()
