@@ -302,6 +302,15 @@ def test_setup_steps_and_getters_in_a_real_sandbox(desktop, tmp_path):
     assert missing is None and present.endswith("/b")
 
 
+#: Closes Mousepad, then passes if the terminal is the only window left.
+CLOSE_MOUSEPAD = {
+    "postconfig": [{"type": "close_window", "parameters": {"window_name": "Mousepad"}}],
+    "func": "is_in_list",
+    "result": {"type": "vm_window_titles"},
+    "expected": {"type": "rule", "rules": {"expected": "agent@sandbox: ~"}},
+}
+
+
 def test_windows_are_found_by_title_or_class_to_activate_and_close(desktop):
     spec = task(
         config=[
@@ -309,12 +318,7 @@ def test_windows_are_found_by_title_or_class_to_activate_and_close(desktop):
             {"type": "launch", "parameters": {"command": "mousepad", "shell": True}},
             {"type": "activate_window", "parameters": {"window_name": "agent@sandbox: ~", "strict": True}},
         ],
-        evaluator={
-            "postconfig": [{"type": "close_window", "parameters": {"window_name": "Mousepad"}}],
-            "func": "is_in_list",
-            "result": {"type": "vm_window_titles"},
-            "expected": {"type": "rule", "rules": {"expected": "agent@sandbox: ~"}},
-        },
+        evaluator=CLOSE_MOUSEPAD,
     )
     _, info = desktop.reset(options={"task": load_osworld_task(spec, support=DESKTOP)})
     assert window(info, "XTerm")["active"] and not window(info, "Mousepad")["active"]
@@ -328,12 +332,7 @@ def test_a_focus_thief_the_agent_leaves_does_not_steer_close_window(desktop):
     through the keyboard focus, the close would land on the terminal (or never be sent)."""
     spec = task(
         config=[xterm(), {"type": "launch", "parameters": {"command": "mousepad", "shell": True}}],
-        evaluator={
-            "postconfig": [{"type": "close_window", "parameters": {"window_name": "Mousepad"}}],
-            "func": "is_in_list",
-            "result": {"type": "vm_window_titles"},
-            "expected": {"type": "rule", "rules": {"expected": "agent@sandbox: ~"}},
-        },
+        evaluator=CLOSE_MOUSEPAD,
     )
     _, info = desktop.reset(options={"task": load_osworld_task(spec, support=DESKTOP)})
     x, y = uncovered(window(info, "XTerm"), over=window(info, "Mousepad"))
