@@ -9,7 +9,11 @@ episode's scratch folder, which is removed with it. Importing TextWorld takes se
 the server milliseconds, hence the server. It plays GAME once before it listens, and each new
 game once before forking its first episode, so what TextWorld builds on a game's first load
 (parsers, the challenge's knowledge base: seconds) is built once, not in every episode; the
-episodes start from a copy of that read-only state, never from another episode's. It exits when its stdin closes (its parent is gone).
+episodes start from a copy of that read-only state, never from another episode's. It exits when its stdin closes (its parent is gone),
+and its episode processes with it (a harness killed outright never closes its episodes, and a
+game whose interpreter hangs would run on without end). An episode's stderr is /dev/null: a
+hung dumb-frotz prints its complaint again and again (43 GB of one log in half an hour here),
+and the harness hears of every failure on the episode's connection.
 
 Protocol, one JSON object a line on the episode's connection:
 
@@ -20,8 +24,10 @@ Protocol, one JSON object a line on the episode's connection:
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import socketserver
 import sys
 import tempfile
@@ -38,8 +44,26 @@ def _state(state: Any, fields: list[str]) -> dict[str, Any]:
     return out
 
 
+#: prctl's option to have the kernel signal this process when its parent exits (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with(server_pid: int) -> None:
+    """Have the kernel kill this process when the server exits; exit now if it already has."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != server_pid:
+        os._exit(0)
+
+
 class Episode(socketserver.StreamRequestHandler):
     """One episode, in the forked process: load the game, then play commands until EOF."""
+
+    def setup(self) -> None:
+        _die_with(self.server.pid)  # type: ignore[attr-defined]
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+        super().setup()
 
     def send(self, reply: dict[str, Any]) -> None:
         self.wfile.write(json.dumps(reply).encode() + b"\n")
@@ -74,6 +98,7 @@ class Server(socketserver.ForkingMixIn, socketserver.UnixStreamServer):
     #: Games the server has loaded itself. What TextWorld builds on a first load depends on the
     #: game's challenge (its knowledge base): one warm-up per game, bounded, before forking.
     warmed: set[str] = set()  # noqa: RUF012 - one server per process
+    pid = os.getpid()
     WARM_MAX = 256
 
     def process_request(self, request: Any, client_address: Any) -> None:

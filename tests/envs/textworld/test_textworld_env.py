@@ -6,6 +6,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 
 import gymnasium
@@ -146,6 +150,40 @@ def test_parse_command():
     assert parse_command("<action>look</action> no, <action>take key</action>") == "take key"
     assert parse_command("thinking...\n\ntake coin\n") == "take coin"
     assert parse_command("") == ""
+
+
+def test_a_hung_game_dies_with_a_killed_harness_and_prints_nothing(coin, tmp_path):
+    """A harness killed outright never closes its episodes. A game whose interpreter hangs
+    (here on dumb-frotz's own `\\help`, sent past the env's parse_command, which no longer lets
+    it through) must not outlive it, nor fill the harness's stderr: one such game wrote 43 GB."""
+    harness = tmp_path / "harness.py"
+    harness.write_text(
+        textwrap.dedent(f"""
+            import asyncio
+            from arborl.envs.textworld.process import GameProcess
+
+            async def main():
+                game = GameProcess({str(ensure_game(coin))!r}, ("feedback",), timeout_s=600)
+                await game.start()
+                print(game._pid, flush=True)
+                await game.step("\\\\help")
+
+            asyncio.run(main())
+        """)
+    )
+    with (tmp_path / "stderr").open("wb") as err:
+        proc = subprocess.Popen([sys.executable, str(harness)], stdout=subprocess.PIPE, stderr=err)
+        assert proc.stdout is not None
+        pid = int(proc.stdout.readline())
+        time.sleep(2)
+        assert running(pid)
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running(pid)
+    assert (tmp_path / "stderr").stat().st_size < 10_000
 
 
 def test_many_episodes_start_at_once(coin):
