@@ -71,7 +71,7 @@ from typing import Any
 
 from bench_trainer import main_job_model, slug, t975
 
-from arborl.tasks.suites import get_suite, list_suites, load_builtin_suites, register_suite
+from arborl.tasks.suites import get_suite, list_suites, load_builtin_suites, register_suite, resolve
 from arborl.trainer.local.config import TrainConfig
 from arborl.trainer.local.context import RunContext
 from arborl.trainer.local.metrics_log import read_metrics
@@ -207,10 +207,37 @@ def suite_settings(args: argparse.Namespace) -> None:
     # the toy suites' explorer finishes every random walk in 7 turns: none filtered for its doors
     args.demo_max_turns = args.demo_max_turns or (7 if preset else args.max_turns)
     args.gigpo_options = json.loads(args.gigpo_options or "{}")
+    if args.heldout:
+        suite = register_suite(
+            dataclasses.replace(
+                suite,
+                name=f"{suite.name}-heldout{args.eval_size}",
+                loader=heldout_loader(args),
+                description=f"{args.heldout} {args.heldout_options or ''}",
+            ),
+            force=True,
+        )
+        args.suite = suite.name
     if args.env_id and args.env_id != suite.env_id:
         args.suite = register_suite(
             dataclasses.replace(suite, name=f"{suite.name}@{args.env_id}", env_id=args.env_id), force=True
         ).name
+
+
+def heldout_loader(args: argparse.Namespace) -> Any:
+    """`--heldout`'s tasks, once checked to share no task with the training stream's first
+    `4 x --eval-size` (a stream that cycles its games, as TextWorld's does, shows them all)."""
+    options = json.loads(args.heldout_options or "{}")
+
+    def load() -> list[Any]:
+        tasks = list(resolve(args.heldout)(args.eval_size, **options))
+        trained = {t.id for t in resolve(args.train)(4 * args.eval_size, 0, **args.train_options)}
+        shared = sorted({t.id for t in tasks} & trained)
+        if shared:
+            raise SystemExit(f"--heldout shares tasks with the training stream: {shared[:5]}")
+        return tasks
+
+    return load
 
 
 def warm_start(args: argparse.Namespace) -> str:
@@ -349,6 +376,14 @@ def main() -> None:
     ap.add_argument("--suite", choices=sorted(s.name for s in list_suites()), default="tool-maze")
     ap.add_argument("--train", default=None, help="training stream 'module:fn' (default: the preset's)")
     ap.add_argument("--train-options", default=None, help="its keyword arguments, JSON")
+    ap.add_argument(
+        "--heldout",
+        default=None,
+        help="held-out tasks 'module:fn', called as fn(--eval-size, **--heldout-options), in place "
+        "of the suite's own: for a suite too small to measure on (textworld-coin has 8 games); "
+        "none may be a task of the training stream",
+    )
+    ap.add_argument("--heldout-options", default=None, help="its keyword arguments, JSON")
     ap.add_argument("--demo", default=None, help="warm start's demonstrator 'module:fn' (task -> policy)")
     ap.add_argument("--env-id", default=None, help="the env to run the suite in (default: the suite's)")
     ap.add_argument("--max-turns", type=int, default=None, help="default: 5 (toy suites), else the suite's")
