@@ -8,7 +8,7 @@ Observation: the game's own text, as TextWorld's agents get it from `textworld.s
 `EnvInfos`: the feedback of the command, then (when asked for) the room description, the
 inventory and the admissible commands, which is what verl-agent and TextWorld's baselines put
 in the prompt. Action: the text inside the reply's last ``<action>...</action>``, else the
-reply's last non-empty line (control characters and backslashes made spaces, at most 256 characters). A command the game does not understand is the agent's mistake:
+reply's last non-empty line (printable ASCII but the backslash, anything else made a space; at most 256 characters). A command the game does not understand is the agent's mistake:
 the game's own answer ("That's not a verb I recognise.") is the observation and the game
 goes on.
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import unicodedata
 from typing import Any, ClassVar
 
 from arborl.tasks.textworld import GameError, TextWorldTask, ensure_game
@@ -45,19 +44,20 @@ DEFAULT_TASK = TextWorldTask(id="coin-l1-0", challenge="tw-coin_collector", args
 
 def parse_command(reply: str) -> str:
     """The game command in a model reply (see the module doc), as the game can take it:
-    control characters become spaces (frotz reads a C string: a NUL would kill the game, and
-    the agent's text must not be able to end its episode as an infrastructure failure), and
-    so do backslashes (dumb-frotz, the interpreter, reads a line that starts with one as a
-    command of its own, and then waits for input the game never gets: the game hangs; no
-    game's parser knows the character), and at most `MAX_COMMAND` characters (the Z-machine's
-    input buffer holds fewer)."""
+    printable ASCII, every other character a space, at most `MAX_COMMAND` characters. The
+    agent's text must not be able to end its episode as an infrastructure failure, and each of
+    these did: frotz reads a C string, and a NUL killed the game; dumb-frotz, the interpreter,
+    reads a line that starts with a backslash as a command of its own and then waits for input
+    the game never gets; and it cuts a command at 198 bytes, which inside a character of more
+    than one byte left TextWorld an undecodable reply. TextWorld's games are in ASCII English:
+    no command of theirs needs another character."""
     tagged = _ACTION.findall(reply)
     if tagged:
         text = tagged[-1]
     else:
         lines = [line for line in reply.splitlines() if line.strip()]
         text = lines[-1] if lines else ""
-    printable = "".join(" " if c == "\\" or unicodedata.category(c) == "Cc" else c for c in text)
+    printable = "".join(c if " " <= c <= "~" and c != "\\" else " " for c in text)
     return " ".join(printable.split())[:MAX_COMMAND]
 
 
