@@ -12,8 +12,8 @@ game once before forking its first episode, so what TextWorld builds on a game's
 episodes start from a copy of that read-only state, never from another episode's. It exits when its stdin closes (its parent is gone),
 and its episode processes with it (a harness killed outright never closes its episodes, and a
 game whose interpreter hangs would run on without end). An episode's stderr is /dev/null: a
-hung dumb-frotz prints its complaint again and again (43 GB of one log in half an hour here),
-and the harness hears of every failure on the episode's connection.
+hung dumb-frotz prints its complaint again and again, without end, into whatever stderr it
+has; the harness hears of every failure on the episode's connection.
 
 Protocol, one JSON object a line on the episode's connection:
 

@@ -155,7 +155,7 @@ def test_parse_command():
 def test_a_hung_game_dies_with_a_killed_harness_and_prints_nothing(coin, tmp_path):
     """A harness killed outright never closes its episodes. A game whose interpreter hangs
     (here on dumb-frotz's own `\\help`, sent past the env's parse_command, which no longer lets
-    it through) must not outlive it, nor fill the harness's stderr: one such game wrote 43 GB."""
+    it through) must not outlive it, nor fill the harness's stderr (one such game filled the disk)."""
     harness = tmp_path / "harness.py"
     harness.write_text(
         textwrap.dedent(f"""
