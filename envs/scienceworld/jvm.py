@@ -29,26 +29,6 @@ from arborl.tasks.scienceworld import simulator
 log = logging.getLogger(__name__)
 
 
-class _WithoutTraceback(logging.Filter):
-    """Keeps a Py4J log record's message and drops its traceback.
-
-    When a JVM dies, Py4J's finalizers still try to reach it (each `JavaObject` freed tells the
-    JVM so) and log the failed connection with its traceback. A finalizer runs wherever the
-    garbage collector does, also inside `ast.parse` (pytest's assertion rewriting, `inspect`):
-    formatting the traceback parses source again (Python 3.11's caret lines), and the nested
-    parse broke the outer one with "SystemError: AST constructor recursion depth mismatch"
-    (CPython 3.11.7; after `test_a_jvm_that_dies_is_an_infrastructure_failure_and_is_replaced`).
-    The death itself is reported as `JVMDied`, with its error."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.exc_info, record.exc_text, record.stack_info = None, None, None
-        return True
-
-
-for _name in ("py4j.java_gateway", "py4j.clientserver"):
-    logging.getLogger(_name).addFilter(_WithoutTraceback())
-
-
 class JVMDied(SandboxCrashed):
     """A ScienceWorld JVM died or failed mid-call: an infrastructure error (the episode is
     retried elsewhere, never scored); the pool replaces the JVM."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,9 +72,17 @@ def _gold_game() -> Iterator[Any]:
             _started.append(game)
     try:
         yield game
-    finally:
+    except BaseException:
+        # a JVM that failed a draw may be dead, and would fail every draw that takes it after:
+        # drop it, the next draw starts a new one
         with _lock:
-            _idle.append(game)
+            _started.remove(game)
+        with contextlib.suppress(Exception):
+            game.close()
+        game.close = lambda: None
+        raise
+    with _lock:
+        _idle.append(game)
 
 
 def _close() -> None:

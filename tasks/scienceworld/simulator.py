@@ -20,6 +20,7 @@ Its cost here was within the noise of a loaded machine (14-24 ms a step either w
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any
@@ -27,6 +28,29 @@ from typing import Any
 #: The JVM options the simulator is started with (through `JDK_JAVA_OPTIONS`, which the java
 #: launcher reads: the package's `ScienceWorldEnv` takes no JVM options).
 JVM_OPTIONS = "-XX:+UnlockExperimentalVMOptions -XX:hashCode=2"
+
+
+class _WithoutTraceback(logging.Filter):
+    """Keeps a Py4J log record's message and drops its traceback.
+
+    When a JVM dies, Py4J's finalizers still try to reach it (each `JavaObject` freed tells the
+    JVM so) and log the failed connection with its traceback. A finalizer runs wherever the
+    garbage collector does, also inside `ast.parse` (pytest's assertion rewriting, `inspect`):
+    formatting the traceback parses source again (Python 3.11's caret lines), and the nested
+    parse broke the outer one with "SystemError: AST constructor recursion depth mismatch"
+    (CPython 3.11.7; after `test_a_jvm_that_dies_is_an_infrastructure_failure_and_is_replaced`).
+    The death itself is reported by whoever used the JVM (the env's `JVMDied`, the gold
+    policy's error). Here, where every simulator JVM starts, so that it holds for all of them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+for _name in ("py4j.java_gateway", "py4j.clientserver"):
+    logging.getLogger(_name).addFilter(_WithoutTraceback())
+
+
 _starting = threading.Lock()  # the environment is the process's: one start at a time
 
 

@@ -250,3 +250,22 @@ def test_a_measured_move_count_is_the_packages_own_loops():
         assert variations()[name]["gold_moves"][str(variation)] == info["moves"]
     finally:
         game.close()
+
+
+@pytest.mark.slow
+def test_a_gold_jvm_that_dies_is_dropped_and_the_next_draw_starts_a_new_one():
+    """A gold JVM that failed a draw went back to the idle pool, so every later draw that took
+    it failed too (the train split's run lost 204 variations in a row to one dead JVM)."""
+    if shutil.which("java") is None:
+        unavailable("java", "no Java runtime: apt-get install default-jre-headless (scripts/setup.sh does)")
+    from arborl.tasks.scienceworld import gold
+
+    first, second = make_task("find-plant", 0, "train"), make_task("find-plant", 1, "train")
+    assert gold.gold_actions(first)
+    (game,) = gold._idle
+    game._gateway.java_process.kill()
+    game._gateway.java_process.wait()
+    with pytest.raises(Exception, match="Java server"):
+        gold.gold_actions(second)
+    assert game not in gold._idle and game not in gold._started
+    assert gold.gold_actions(second)  # a new JVM
