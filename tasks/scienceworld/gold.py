@@ -76,7 +76,8 @@ def _gold_game() -> Iterator[Any]:
         # a JVM that failed a draw may be dead, and would fail every draw that takes it after:
         # drop it, the next draw starts a new one
         with _lock:
-            _started.remove(game)
+            if game in _started:  # not if `_close` ran meanwhile
+                _started.remove(game)
         with contextlib.suppress(Exception):
             game.close()
         game.close = lambda: None
