@@ -78,9 +78,8 @@ def _gold_game() -> Iterator[Any]:
         with _lock:
             if game in _started:  # not if `_close` ran meanwhile
                 _started.remove(game)
-        with contextlib.suppress(Exception):
-            game.close()
-        game.close = lambda: None
+        with contextlib.suppress(Exception):  # a dead JVM's close fails
+            _shut(game)
         raise
     with _lock:
         _idle.append(game)
@@ -92,7 +91,14 @@ def _close() -> None:
         _started.clear()
         _idle.clear()
     for game in games:
+        _shut(game)
+
+
+def _shut(game: Any) -> None:
+    """Close a gold JVM once."""
+    try:
         game.close()
+    finally:
         game.close = lambda: None  # the package's __del__ would close it again, which raises
 
 
