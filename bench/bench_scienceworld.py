@@ -11,6 +11,10 @@ an episode's reset in a pooled JVM against starting a new one.
    reported as ratios over (a).
 2. Reset: `env.reset` of a task in a JVM taken from the pool (load + first look) against
    starting a fresh simulator (`ScienceWorldEnv()`, a new JVM) and loading it.
+3. The JVM option: the package's own loop in a JVM started with arborl's `JVM_OPTIONS`
+   (`-XX:hashCode=2`, `arborl.tasks.scienceworld.simulator`) against one started as the
+   package starts it, the same actions, rounds interleaved so that a change in the machine's
+   load falls on both.
 
 Writes bench/results/scienceworld.md (and .json).
 
@@ -30,6 +34,7 @@ from typing import Any
 from arborl.envs.scienceworld import JVMPool, ScienceWorldEnv
 from arborl.envs.scienceworld.jvm import start_game, stop_game
 from arborl.tasks.scienceworld.gold import gold_actions
+from arborl.tasks.scienceworld.simulator import JVM_OPTIONS
 from arborl.tasks.scienceworld.task import make_task
 from arborl.tasks.scienceworld.variations import variations
 
@@ -121,7 +126,53 @@ def resets(rounds: int) -> dict[str, float]:
     return {"reset_s": sum(reset_s) / rounds, "new_jvm_s": sum(new_s) / rounds}
 
 
-def write(rows: list[dict[str, Any]], reset: dict[str, float], rounds: int) -> Path:
+def timed_actions(game: Any, task: Any, actions: tuple[str, ...]) -> float:
+    """Seconds for the package's `step` over `actions`. Without the option a world may differ
+    from the one the gold path was drawn in, so the path need not end the game here: the same
+    actions are timed either way."""
+    game.load(task.task_name, task.variation, "")
+    game.reset()
+    start = time.perf_counter()
+    for a in actions:
+        game.step(a)
+    return time.perf_counter() - start
+
+
+def jvm_option(rounds: int) -> dict[str, Any]:
+    from scienceworld import ScienceWorldEnv
+
+    assert "hashCode" not in os.environ.get("JDK_JAVA_OPTIONS", ""), "the plain JVM must start without it"
+    option, plain = start_game(), ScienceWorldEnv("")
+    times = {"option": 0.0, "plain": 0.0}
+    n = 0
+    try:
+        tasks = [make_task(name, variations()[name]["test"][0], "test") for name in TASKS]
+        paths = [until_done(option, task, gold_actions(task)) for task in tasks]
+        for task, actions in zip(tasks, paths, strict=True):  # JIT warm-up in both before anything is timed
+            timed_actions(option, task, actions)
+            timed_actions(plain, task, actions)
+        for r in range(rounds):
+            for task, actions in zip(tasks, paths, strict=True):
+                order = (
+                    (("option", option), ("plain", plain))
+                    if r % 2 == 0
+                    else (("plain", plain), ("option", option))
+                )
+                for key, game in order:
+                    times[key] += timed_actions(game, task, actions)
+                n += len(actions)
+    finally:
+        stop_game(option)
+        stop_game(plain)
+    return {
+        "options": JVM_OPTIONS,
+        "steps": n,
+        "option_s_per_step": times["option"] / n,
+        "plain_s_per_step": times["plain"] / n,
+    }
+
+
+def write(rows: list[dict[str, Any]], reset: dict[str, float], option: dict[str, Any], rounds: int) -> Path:
     load = os.getloadavg()[0]
     lines = [
         "# ScienceWorld benchmark",
@@ -148,11 +199,22 @@ def write(rows: list[dict[str, Any]], reset: dict[str, float], rounds: int) -> P
         "|---:|---:|---:|",
         f"| {reset['reset_s']:.2f} | {reset['new_jvm_s']:.2f} | {reset['new_jvm_s'] / reset['reset_s']:.1f}x |",
         "",
+        f"## The JVM option: the package's loop with `{option['options']}` against without",
+        "",
+        f"{option['steps']} steps each (the gold sequences of {', '.join(TASKS)}), rounds interleaved.",
+        "",
+        "| with the option ms/step | without ms/step | with / without |",
+        "|---:|---:|---:|",
+        f"| {1e3 * option['option_s_per_step']:.1f} | {1e3 * option['plain_s_per_step']:.1f} "
+        f"| {option['option_s_per_step'] / option['plain_s_per_step']:.2f}x |",
+        "",
     ]
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "scienceworld.md"
     out.write_text("\n".join(lines))
-    (RESULTS / "scienceworld.json").write_text(json.dumps({"steps": rows, "reset": reset}, indent=1))
+    (RESULTS / "scienceworld.json").write_text(
+        json.dumps({"steps": rows, "reset": reset, "jvm_option": option}, indent=1)
+    )
     return out
 
 
@@ -160,7 +222,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one round each")
     rounds = 1 if ap.parse_args().quick else 5
-    out = write(steps(rounds), resets(rounds), rounds)
+    out = write(steps(rounds), resets(rounds), jvm_option(rounds), rounds)
     print(out.read_text())
 
 
