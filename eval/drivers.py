@@ -107,27 +107,33 @@ def _approx_tokens(messages: list[dict[str, Any]]) -> tuple[int, int]:
 
 
 class PolicyDriver:
-    """The suite's gold or empty policy."""
+    """The suite's gold or empty policy.
+
+    These are the harness's own scripted policies, not an agent under test: when one raises
+    (the gold policy's simulator died, its solver failed), the harness failed, so the attempt
+    is an infrastructure error, retried, and never a score of 0 that a headline would read as
+    a miss."""
 
     def __init__(self, suite: Suite, kind: str) -> None:
+        self.kind = kind
         self.factory: Callable[[Task], Any] = suite.gold_policy if kind == "gold" else suite.empty_policy
 
     async def run(self, env: gymnasium.Env, task: Task, sample: int, max_turns: int) -> EpisodeRecord:
-        policy, ep, error = self.factory(task), Episode(task_id=task.id), None
+        policy, ep = self.factory(task), Episode(task_id=task.id)
         try:
             await play_episode(env, policy, task, ep, max_turns=max_turns)
         except PolicyError as e:
-            error = f"PolicyError: {e}"
+            raise InfraError(f"the suite's scripted {self.kind} policy failed: {e}") from e
         except SandboxError as e:
             if ep.infos:  # mid-episode: the runner sees the env fail
                 raise
             raise InfraError(f"{type(e).__name__}: {e}", permanent=isinstance(e, PERMANENT)) from e
-        rec = EpisodeRecord(ep.messages, ep.infos, ep.rewards, ep.terminated, ep.truncated, error)
-        if not (rec.terminated or rec.truncated):  # out of turns (or the policy failed): score it now
+        rec = EpisodeRecord(ep.messages, ep.infos, ep.rewards, ep.terminated, ep.truncated)
+        if not (rec.terminated or rec.truncated):  # out of turns: score it now
             bonus, extra = await afinish(env)
             if rec.rewards:
                 rec.rewards[-1] += bonus
-            rec.infos.append({**extra, "truncated_by": "max_turns" if rec.error is None else "policy_error"})
+            rec.infos.append({**extra, "truncated_by": "max_turns"})
             rec.truncated = True
         rec.prompt_tokens, rec.response_tokens = _approx_tokens(rec.messages)
         return check_infra(rec)
