@@ -26,26 +26,20 @@ def tokenizer_text(n: int = 24, suite: str = "textworld-coin", seed: int = 0) ->
     lines: list[str] = []
     try:
         for task in train_tasks(n, suite=suite, games=n, first_seed=FIRST_SEED):
-            obs, _ = env.reset(options={"task": task})
+            obs, info = env.reset(options={"task": task})
             lines += [m["content"] for m in obs]
             plan = list(walkthrough(task))
             for _ in range(budget):
-                commands = _admissible(lines[-1])
+                commands = info["admissible_commands"]
                 if plan and (rng.random() >= 1 / 3 or not commands):
                     command = plan.pop(0)
                 else:
                     command = rng.choice(commands) if commands else "look"
                 lines.append(command)
-                obs, _, terminated, truncated, _ = env.step(f"<action>{command}</action>")
+                obs, _, terminated, truncated, info = env.step(f"<action>{command}</action>")
                 lines += [m["content"] for m in obs]
                 if terminated or truncated:
                     break
     finally:
         env.close()
     return lines
-
-
-def _admissible(observation: str) -> list[str]:
-    """The commands an observation lists (`render`'s "Admissible commands:" part)."""
-    _, _, listed = observation.rpartition("Admissible commands:\n")
-    return [line[2:] for line in listed.splitlines() if line.startswith("- ")]

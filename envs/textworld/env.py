@@ -134,6 +134,8 @@ class TextWorldEnv(TextEnv):
             "max_score": self._state.get("max_score"),
             "won": won,
             "lost": lost,
+            # what may be typed next, as reset's info gives it (None when not requested)
+            "admissible_commands": self._admissible(),
         }
         return Step(self._text(), reward=gained / max_score, terminated=won or lost, info=info)
 

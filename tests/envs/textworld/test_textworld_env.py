@@ -76,6 +76,33 @@ def test_the_walkthrough_scores_what_textworld_scores(cooking):
     env.close()
 
 
+def textworld_admissible(task: TextWorldTask, commands: list[str]) -> list[str]:
+    """The admissible commands after `commands`, from TextWorld's own loop."""
+    env = textworld.start(str(ensure_game(task)), request_infos=textworld.EnvInfos(admissible_commands=True))
+    state = env.reset()
+    for c in commands:
+        state, _, _ = env.step(c)
+    env.close()
+    return list(state.admissible_commands)
+
+
+def test_the_admissible_commands_are_textworlds_at_reset_and_after_every_step(coin):
+    env = make_env()
+    _, info = env.reset(options={"task": coin})
+    assert info["admissible_commands"] == textworld_admissible(coin, [])
+    played = []
+    for command in walkthrough(coin)[:2]:
+        played.append(command)
+        obs, *_, info = env.step(f"<action>{command}</action>")
+        assert info["admissible_commands"] == textworld_admissible(coin, played)
+        assert obs[0]["content"].endswith("\n".join(f"- {c}" for c in info["admissible_commands"]))
+    env.close()
+    env = make_env(admissible_commands=False)
+    env.reset(options={"task": coin})
+    assert env.step("look")[4]["admissible_commands"] is None  # not requested from the game
+    env.close()
+
+
 def test_an_unknown_command_is_the_games_answer_not_an_error(coin):
     env = make_env()
     _, info = env.reset(options={"task": coin})
