@@ -16,6 +16,13 @@ train 61's waited for seeds that never grew (a whole-split gold run, docs/benchm
 variation out: every load of a variation, in any JVM, from any thread, builds the same world
 and runs the same random events, so an episode is reproducible from its task and its actions.
 What it costs a step is measured against the plain start by `bench/bench_scienceworld.py`.
+
+`-Xmx512m` caps the heap. Without a cap HotSpot allows a quarter of the machine's memory, and
+the simulator's garbage is collected lazily: a JVM that had played a few long gold paths held
+1-4 GB while its live heap, after a full collection, was 17-60 MB. A pool of them
+(an env pool beside a gold policy's JVMs) then ran a 24 GB machine out of memory. The heaviest
+paths (inclined-plane-friction-named-surfaces' 797 actions, mendelian-genetics' 260) played out
+the same under a 256 MB cap, at the same speed (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import Any
 
 #: The JVM options the simulator is started with (through `JDK_JAVA_OPTIONS`, which the java
 #: launcher reads: the package's `ScienceWorldEnv` takes no JVM options).
-JVM_OPTIONS = "-XX:+UnlockExperimentalVMOptions -XX:hashCode=2"
+JVM_OPTIONS = "-XX:+UnlockExperimentalVMOptions -XX:hashCode=2 -Xmx512m"
 
 
 class _WithoutTraceback(logging.Filter):

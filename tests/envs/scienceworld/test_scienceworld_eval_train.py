@@ -31,10 +31,14 @@ def _java():
         unavailable("java", "no Java runtime: apt-get install default-jre-headless (scripts/setup.sh does)")
 
 
-def arborl(*args: str) -> subprocess.CompletedProcess[str]:
+def arborl(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ARBORL_SCIENCEWORLD_JVMS": "2"}
     return subprocess.run(
-        [sys.executable, "-m", "arborl.cli.main", *args], capture_output=True, text=True, timeout=900, env=env
+        [sys.executable, "-m", "arborl.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
 
 
@@ -110,7 +114,7 @@ def test_gold_scores_a_sample_of_the_train_split_except_the_packages_incomplete_
     tasks = train_sample()
     res = arborl(
         "eval", "suite=scienceworld-train", f"tasks=[{','.join(tasks)}]", "agent=gold",
-        "concurrency=2", f"run.dir={tmp_path}", "report=false",
+        "concurrency=2", f"run.dir={tmp_path}", "report=false", timeout=1700,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     check_train_sample(tasks, tmp_path)

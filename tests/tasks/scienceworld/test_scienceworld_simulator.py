@@ -75,6 +75,8 @@ def test_a_gold_path_drawn_in_one_jvm_plays_out_the_same_in_another():
         player.load("grow-plant", 0, "")
         first = replay(player, "grow-fruit", 4, path)
         assert first[0] == 100 and first == replay(drawer, "grow-fruit", 4, path)
+        # under the heap cap: without one a JVM may take a quarter of the machine's memory
+        assert drawer._gateway.jvm.java.lang.Runtime.getRuntime().maxMemory() <= 512 * 2**20
     finally:
         drawer.close()
         player.close()
