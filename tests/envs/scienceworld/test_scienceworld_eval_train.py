@@ -79,6 +79,7 @@ INCOMPLETE_GOLD = {
     "scienceworld/mendelian-genetics-known-plant/7": 0.0,  # the same: the blue box, -100
     "scienceworld/mendelian-genetics-unknown-plant/12": 0.0,  # the same kind: it focuses on the wrong box
     "scienceworld/mendelian-genetics-unknown-plant/10": 0.0,  # the same: the blue box, -100
+    "scienceworld/mendelian-genetics-unknown-plant/132": 0.0,  # the same: the green box, -100
     # the path's waits end before its world's apple grows: 50 after 105-113 moves
     "scienceworld/grow-fruit/2": 0.5,
     "scienceworld/grow-fruit/35": 0.5,
