@@ -11,8 +11,8 @@ an episode's reset in a pooled JVM against starting a new one.
    reported as ratios over (a).
 2. Reset: `env.reset` of a task in a JVM taken from the pool (load + first look) against
    starting a fresh simulator (`ScienceWorldEnv()`, a new JVM) and loading it.
-3. The JVM option: the package's own loop in a JVM started with arborl's `JVM_OPTIONS`
-   (`-XX:hashCode=2`, `arborl.tasks.scienceworld.simulator`) against one started as the
+3. The JVM options: the package's own loop in a JVM started with arborl's `JVM_OPTIONS`
+   (the constant identity hash and the heap cap, `arborl.tasks.scienceworld.simulator`) against one started as the
    package starts it, the same actions, rounds interleaved so that a change in the machine's
    load falls on both.
 
