@@ -111,7 +111,8 @@ def train_sample(per_type: int = 7) -> list[str]:
 @pytest.mark.full
 @pytest.mark.timeout(1800)
 def test_gold_scores_a_sample_of_the_train_split_except_the_packages_incomplete_gold_paths(tmp_path):
-    """7-10 minutes on two cores (mendelian-genetics' gold paths take 15 s each to make)."""
+    """About 11 minutes on two cores (mendelian-genetics' gold paths take 15-20 s each to make
+    and 260 actions to play)."""
     tasks = train_sample()
     res = arborl(
         "eval", "suite=scienceworld-train", f"tasks=[{','.join(tasks)}]", "agent=gold",
