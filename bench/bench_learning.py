@@ -125,7 +125,12 @@ class TokenBudgetReinforce(Reinforce):
 
     def __init__(self, ctx: RunContext, budget: float | None) -> None:
         super().__init__(ctx)
-        self.budget, self.generated = budget, 0.0
+        # a run resumed from a checkpoint goes on from the tokens its kept steps generated
+        # (the trainer has marked the steps after the checkpoint rolled back)
+        kept = [e for e in read_metrics(ctx.dir) if e["phase"] == "rl" and "bench/generated_total" in e]
+        self.budget, self.generated = budget, float(kept[-1]["bench/generated_total"]) if kept else 0.0
+        if budget is not None and self.generated >= budget:  # it had stopped at its budget
+            ctx.cfg.run.steps = self.pacer.target = ctx.state.version
 
     def rollout_metrics(self, groups: list[Any], *args: Any, **kwargs: Any) -> dict[str, float]:
         m = super().rollout_metrics(groups, *args, **kwargs)
@@ -169,7 +174,12 @@ def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
         # rollouts; two mini-batches a batch (verl's ratio), so the clip engages
         "async": {"mode": "sync", "partial_rollouts": False},
         "learner": {"lr": args.lr, "micro_batch_size": 16, "ppo_mini_batch_size": 2},
-        "run": {"dir": str(run_dir), "steps": 0, "eval_every": 10_000, "checkpoint_every": 10_000},
+        "run": {
+            "dir": str(run_dir),
+            "steps": 0,
+            "eval_every": 10_000,
+            "checkpoint_every": args.checkpoint_every,
+        },
     }
     for key, value in over.items():
         cfg[key] = {**cfg.get(key, {}), **value}
@@ -432,6 +442,9 @@ def main() -> None:
         action="store_true",
         help="only the warm start and its sampled held-out success (reuse it with --init)",
     )
+    ap.add_argument(
+        "--checkpoint-every", type=int, default=5, help="RL steps between a run's checkpoints (for --resume)"
+    )
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--lr", type=float, default=1e-4, help="short runs: above the main job's 3e-5")
     ap.add_argument("--temperature", type=float, default=0.6)
@@ -443,7 +456,8 @@ def main() -> None:
         "--resume",
         action="store_true",
         help="go on with an interrupted benchmark in --out (same arguments, with --init): runs "
-        "that finished their held-out evaluation are kept, the rest run again from the start",
+        "that finished their held-out evaluation are kept, a run cut short goes on from its last "
+        "checkpoint (--checkpoint-every), the rest run from the start",
     )
     ap.add_argument(
         "--report", action="store_true", help="only rebuild the table and the figure from the runs in --out"
@@ -499,7 +513,8 @@ def main() -> None:
                 stats[name].append(s)
                 print(f"{name} seed {seed}: done before, held-out {after[name][-1]:.1%}", flush=True)
                 continue
-            shutil.rmtree(run_dir, ignore_errors=True)
+            if not (args.resume and list((run_dir / "checkpoints").glob("step-*"))):
+                shutil.rmtree(run_dir, ignore_errors=True)  # else the trainer resumes its checkpoint
             steps = args.steps if name == "grpo" else int(args.steps * args.max_steps_factor)
             cfg = config(
                 run_dir, args, model={"path": model}, run={"steps": steps, "seed": seed}, **MODES[name]
