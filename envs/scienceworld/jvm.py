@@ -58,20 +58,8 @@ def is_alive(game: Any) -> bool:
     return proc is not None and proc.poll() is None
 
 
-def stop_game(game: Any) -> None:
-    """Shut a JVM down, killing it if it does not exit on its own."""
-    proc = getattr(game._gateway, "java_process", None)
-    try:
-        game.close()
-    except Exception as e:  # already dead: nothing to shut down politely
-        log.debug("closing a ScienceWorld JVM: %s", e)
-    # The package's __del__ closes again, and a second Py4J shutdown raises (at exit, noisily).
-    game.close = lambda: None
-    if proc is not None:
-        try:
-            proc.wait(timeout=5)
-        except Exception:
-            proc.kill()
+#: Shut a JVM down, killing it if it does not exit on its own (the simulator's own stop).
+stop_game = simulator.stop
 
 
 class JVMPool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -78,8 +77,7 @@ def _gold_game() -> Iterator[Any]:
         with _lock:
             if game in _started:  # not if `_close` ran meanwhile
                 _started.remove(game)
-        with contextlib.suppress(Exception):  # a dead JVM's close fails
-            _shut(game)
+        simulator.stop(game)
         raise
     with _lock:
         _idle.append(game)
@@ -91,15 +89,7 @@ def _close() -> None:
         _started.clear()
         _idle.clear()
     for game in games:
-        _shut(game)
-
-
-def _shut(game: Any) -> None:
-    """Close a gold JVM once."""
-    try:
-        game.close()
-    finally:
-        game.close = lambda: None  # the package's __del__ would close it again, which raises
+        simulator.stop(game)
 
 
 def gold_policy(task: ScienceWorldTask) -> Any:

@@ -58,6 +58,7 @@ for _name in ("py4j.java_gateway", "py4j.clientserver"):
     logging.getLogger(_name).addFilter(_WithoutTraceback())
 
 
+log = logging.getLogger(__name__)
 _starting = threading.Lock()  # the environment is the process's: one start at a time
 
 
@@ -76,6 +77,23 @@ def start() -> Any:
                 del os.environ["JDK_JAVA_OPTIONS"]
             else:
                 os.environ["JDK_JAVA_OPTIONS"] = before
+
+
+def stop(game: Any) -> None:
+    """Shut a simulator JVM down once, killing it if it does not exit on its own (a dead one
+    too: its polite close fails)."""
+    proc = getattr(game._gateway, "java_process", None)
+    try:
+        game.close()
+    except Exception as e:  # already dead: nothing to shut down politely
+        log.debug("closing a ScienceWorld JVM: %s", e)
+    # The package's __del__ closes again, and a second Py4J shutdown raises (at exit, noisily).
+    game.close = lambda: None
+    if proc is not None:
+        try:
+            proc.wait(timeout=5)
+        except Exception:
+            proc.kill()
 
 
 def reads_after_step(server: Any) -> tuple[str, str, Any]:
