@@ -99,7 +99,15 @@ def test_a_jvm_is_reused_and_no_state_crosses_episodes(pool):
 def test_an_action_the_game_does_not_know_gets_the_games_answer(pool):
     env = ScienceWorldEnv(jvm_pool=pool)
     env.reset(options={"task": TASK})
-    for reply in ("fly to the moon", "", "x" * 100_000, "\x00\ud800"):
+    # and replies that make the parser match many objects at once (the env keeps 512
+    # characters): none may exhaust the capped heap and end the episode as a JVM failure
+    heavy = (
+        "open " + "door " * 100,
+        "put " + "substance in " * 40,
+        "mix " + "a " * 250,
+        "use " + "stove on " * 50,
+    )
+    for reply in ("fly to the moon", "", "x" * 100_000, "\x00\ud800", *heavy):
         obs, reward, terminated, truncated, info = env.step(reply)
         assert obs[-1]["content"].startswith("No known action"), (reply[:20], obs)
         assert (reward, terminated, truncated, info["score"]) == (0.0, False, False, 0)
