@@ -57,6 +57,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -81,6 +82,70 @@ from arborl.trainer.local.trainer import Trainer
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 DOCS = HERE.parent / "docs"
+
+
+# What a run's record keeps of its metrics: the table's and the figure's inputs, and what a
+# failed run is read by (entropy, gradient norm, advantage size, reply length).
+RECORD_KEYS = (
+    "phase", "step", "time", "rolled_back", "bench/generated_total", "bench/generated_tokens",
+    "batch/uniform_group_fraction", "batch/uniform_groups", "batch/advantage_abs_mean",
+    "anchors/turns_shared", "anchors/group_size", "actor/pg_clipfrac", "actor/pg_clipfrac_max",
+    "actor/entropy", "actor/grad_norm", "actor/ppo_kl", "actor/pg_loss", "rollout/reward",
+    "rollout/success", "rollout/response_tokens", "rollout/turns",
+)  # fmt: skip
+
+
+def records_dir(tag: str) -> Path:
+    """Where each finished run's record lies (committed: a session's machine does not keep
+    `--out`, so seeds add up across sessions only through these)."""
+    return RESULTS / f"learning{f'-{tag}' if tag else ''}-runs"
+
+
+def model_digest(model: str) -> str:
+    """The warm start's weights, hashed: runs from different warm starts must not be pooled."""
+    h = hashlib.sha256()
+    for f in sorted(Path(model).glob("*.safetensors")) or sorted(Path(model).glob("*.bin")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def save_record(path: Path, run_dir: Path, after: float) -> None:
+    events = [
+        {
+            k: (float(f"{v:.7g}") if isinstance(v, float) and k != "time" else v)
+            for k, v in e.items()
+            if k in RECORD_KEYS
+        }
+        for e in read_metrics(run_dir)
+        if e["phase"] == "rl" or (e["phase"] == "eval-rl" and e["step"] == 0)
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"after": after, "events": events}, separators=(",", ":")) + "\n")
+
+
+def load_record(path: Path) -> tuple[float, list[dict[str, Any]]]:
+    rec = json.loads(path.read_text())
+    return float(rec["after"]), rec["events"]
+
+
+def check_start(tag: str, digest: str, before: float | None) -> float | None:
+    """The warm start of the runs already recorded against this one: the same weights (or,
+    for records kept before digests were, the same sampled held-out success `before`), else a
+    clear error. The recorded held-out success; None: no records, or one `before` must decide."""
+    start = records_dir(tag) / "start.json"
+    if not start.exists():
+        return None
+    rec = json.loads(start.read_text())
+    if not rec.get("digest") and before is None:
+        return None
+    if rec.get("digest") == digest or (not rec.get("digest") and before == rec["before"]):
+        return float(rec["before"])
+    raise SystemExit(
+        f"{start}: its runs started from another warm start (digest {rec.get('digest')}, "
+        f"held-out {rec['before']:.1%}; this one: digest {digest}"
+        f"{'' if before is None else f', {before:.1%}'}); remake the same warm start, or move "
+        "the records away to start over"
+    )
 
 
 def outputs(tag: str) -> tuple[Path, Path]:
@@ -298,9 +363,10 @@ def sampled_success(model: str, args: argparse.Namespace, out: Path) -> float:
     return float(asyncio.run(run_eval(cfg)).summary["resolved_rate"])
 
 
-def run_stats(run_dir: Path) -> dict[str, float]:
-    events = [e for e in read_metrics(run_dir) if e["phase"] == "rl" and not e.get("rolled_back")]
-    start = next(e["time"] for e in read_metrics(run_dir) if e["phase"] == "eval-rl" and e["step"] == 0)
+def run_stats(metrics: list[dict[str, Any]]) -> dict[str, float]:
+    """The table's numbers of one run, from its metrics (a run dir's, or its record's)."""
+    events = [e for e in metrics if e["phase"] == "rl" and not e.get("rolled_back")]
+    start = next(e["time"] for e in metrics if e["phase"] == "eval-rl" and e["step"] == 0)
     mean = lambda k: statistics.mean(e.get(k, 0.0) for e in events) if events else 0.0  # noqa: E731
     logged = lambda k: any(k in e for e in events)  # noqa: E731
     return {
@@ -333,7 +399,9 @@ def interval(diffs: list[float]) -> tuple[float, float]:
     return statistics.mean(diffs), t975(len(diffs) - 1) * statistics.stdev(diffs) / len(diffs) ** 0.5
 
 
-def plot(runs: dict[str, list[Path]], after: dict[str, list[float]], before: float, out_png: Path) -> None:
+def plot(
+    runs: dict[str, list[list[dict[str, Any]]]], after: dict[str, list[float]], before: float, out_png: Path
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -341,20 +409,22 @@ def plot(runs: dict[str, list[Path]], after: dict[str, list[float]], before: flo
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     colors = dict(zip(MODES, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=True))
-    for name, dirs in runs.items():
+    for name, metrics in runs.items():
         curves = []
-        for d in dirs:
-            ev = [e for e in read_metrics(d) if e["phase"] == "rl"]
+        for m in metrics:
+            ev = [e for e in m if e["phase"] == "rl" and not e.get("rolled_back")]
             xs = [e["bench/generated_total"] / 1000 for e in ev]
             # unsmoothed: a running mean over steps would lag more for the mode with fewer,
             # larger steps (GRPO's step costs about three of a tree mode's)
             ys = [e["rollout/success"] * 100 for e in ev]
-            axes[0].plot(xs, ys, color=colors[name], alpha=0.25, lw=0.8)
-            curves.append((xs, ys))
-        n = min(len(c[0]) for c in curves)
-        mean_x = [statistics.mean(c[0][i] for c in curves) for i in range(n)]
-        mean_y = [statistics.mean(c[1][i] for c in curves) for i in range(n)]
-        axes[0].plot(mean_x, mean_y, color=colors[name], lw=2, label=f"{name} (mean of {len(dirs)})")
+            if ev:  # a record kept without its metrics has no curve
+                axes[0].plot(xs, ys, color=colors[name], alpha=0.25, lw=0.8)
+                curves.append((xs, ys))
+        if curves:
+            n = min(len(c[0]) for c in curves)
+            mean_x = [statistics.mean(c[0][i] for c in curves) for i in range(n)]
+            mean_y = [statistics.mean(c[1][i] for c in curves) for i in range(n)]
+            axes[0].plot(mean_x, mean_y, color=colors[name], lw=2, label=f"{name} (mean of {len(curves)})")
         i = list(runs).index(name)
         axes[1].scatter([i] * len(after[name]), [a * 100 for a in after[name]], color=colors[name])
         axes[1].errorbar(
@@ -484,34 +554,49 @@ def main() -> None:
     if not args.init:
         shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    if not args.resume:
-        (args.out / "command.txt").write_text(command_line() + "\n")  # for --report
+    records = records_dir(args.tag)
+    if not args.resume and not args.warm_only:
+        shutil.rmtree(records, ignore_errors=True)  # a new benchmark: its runs start over
     t_start = time.time()
     model = args.init or warm_start(args)
+    digest = model_digest(model)
     start_summary = args.out / "eval-start" / "summary.json"
-    if args.resume and start_summary.exists():
+    recorded = check_start(args.tag, digest, None) if args.resume else None
+    if recorded is not None:
+        before = recorded
+    elif args.resume and start_summary.exists():
         before = float(json.loads(start_summary.read_text())["resolved_rate"])
     else:
         before = sampled_success(model, args, args.out / "eval-start")
+    if args.resume and recorded is None:  # records without a digest: the same held-out success
+        recorded = check_start(args.tag, digest, before)
     print(f"warm start: sampled held-out success {before:.1%} ({time.time() - t_start:.0f} s)", flush=True)
     if args.warm_only:
-        print(f"warm start: {model}")
+        print(f"warm start: {model} (digest {digest})")
         return
-    runs: dict[str, list[Path]] = {m: [] for m in modes}
+    start_file = records / "start.json"
+    start = json.loads(start_file.read_text()) if recorded is not None else {"command": command_line()}
+    records.mkdir(parents=True, exist_ok=True)
+    start_file.write_text(json.dumps({**start, "before": before, "digest": digest}, indent=1) + "\n")
+    runs: dict[str, list[list[dict[str, Any]]]] = {m: [] for m in modes}
     after: dict[str, list[float]] = {m: [] for m in modes}
     stats: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
     for seed in range(args.seeds):
         budget: float | None = None
         for name in modes:  # interleaved: a drift of the machine hits every mode alike
             run_dir = args.out / f"{slug(name)}-{seed}"
+            record = records / f"{slug(name)}-{seed}.json"
             done_summary = run_dir / "eval-end" / "summary.json"
-            if args.resume and done_summary.exists():  # finished by an earlier, interrupted run
-                s = run_stats(run_dir)
+            if args.resume and not record.exists() and done_summary.exists():
+                save_record(record, run_dir, float(json.loads(done_summary.read_text())["resolved_rate"]))
+            if args.resume and record.exists():  # finished by an earlier, interrupted run
+                a, metrics = load_record(record)
+                s = record_stats(record)
                 budget = s["tokens"] if name == "grpo" else budget
-                runs[name].append(run_dir)
-                after[name].append(float(json.loads(done_summary.read_text())["resolved_rate"]))
+                runs[name].append(metrics)
+                after[name].append(a)
                 stats[name].append(s)
-                print(f"{name} seed {seed}: done before, held-out {after[name][-1]:.1%}", flush=True)
+                print(f"{name} seed {seed}: done before, held-out {a:.1%}", flush=True)
                 continue
             if not (args.resume and list((run_dir / "checkpoints").glob("step-*"))):
                 shutil.rmtree(run_dir, ignore_errors=True)  # else the trainer resumes its checkpoint
@@ -520,12 +605,13 @@ def main() -> None:
                 run_dir, args, model={"path": model}, run={"steps": steps, "seed": seed}, **MODES[name]
             )
             asyncio.run(TokenBudgetTrainer(cfg, budget).run())
-            s = run_stats(run_dir)
+            s = run_stats(read_metrics(run_dir))
             if name == "grpo":
                 budget = s["tokens"]
             model_dir = sorted((run_dir / "checkpoints").glob("step-*"))[-1] / "model"
             a = sampled_success(str(model_dir), args, run_dir / "eval-end")
-            runs[name].append(run_dir)
+            save_record(record, run_dir, a)
+            runs[name].append(load_record(record)[1])
             after[name].append(a)
             stats[name].append(s)
             print(
@@ -543,27 +629,36 @@ def command_line() -> str:
     return shlex.join(["python", "bench/bench_learning.py", *sys.argv[1:]])
 
 
+def record_stats(record: Path) -> dict[str, float]:
+    """A record's table numbers: from its metrics, or as kept (`stats`) for a run whose
+    metrics were lost before records existed."""
+    rec = json.loads(record.read_text())
+    return {k: float(v) for k, v in rec["stats"].items()} if "stats" in rec else run_stats(rec["events"])
+
+
 def report(args: argparse.Namespace, modes: list[str]) -> None:
-    """The table and the figure again, from the runs a finished (or cut) benchmark left in
-    `--out`: the seeds every mode completed."""
-
-    def resolved(eval_dir: Path) -> float:
-        return float(json.loads((eval_dir / "summary.json").read_text())["resolved_rate"])
-
-    if not (args.out / "eval-start" / "summary.json").exists():
-        raise SystemExit(f"{args.out} holds no benchmark (no eval-start/summary.json)")
+    """The table and the figure again, from the runs' records (`bench/results/learning-TAG-runs`):
+    the seeds every mode completed."""
+    records = records_dir(args.tag)
+    if not (records / "start.json").exists():
+        raise SystemExit(f"{records} holds no benchmark (no start.json)")
     seeds = 0
-    while all((args.out / f"{slug(m)}-{seeds}" / "eval-end" / "summary.json").exists() for m in modes):
+    while all((records / f"{slug(m)}-{seeds}.json").exists() for m in modes):
         seeds += 1
     if not seeds:
-        raise SystemExit(f"{args.out}: no seed was completed by every mode of {modes}")
-    runs = {m: [args.out / f"{slug(m)}-{i}" for i in range(seeds)] for m in modes}
-    before = resolved(args.out / "eval-start")
-    after = {m: [resolved(d / "eval-end") for d in runs[m]] for m in modes}
-    stats = {m: [run_stats(d) for d in runs[m]] for m in modes}
+        raise SystemExit(f"{records}: no seed was completed by every mode of {modes}")
+    paths = {m: [records / f"{slug(m)}-{i}.json" for i in range(seeds)] for m in modes}
+    start = json.loads((records / "start.json").read_text())
+    after = {m: [load_record(r)[0] for r in paths[m]] for m in modes}
+    stats = {m: [record_stats(r) for r in paths[m]] for m in modes}
     args.seeds = seeds
-    plot(runs, after, before, outputs(args.tag)[1])
-    write_table(args, modes, before, after, stats, None)
+    plot(
+        {m: [load_record(r)[1] for r in paths[m]] for m in modes},
+        after,
+        start["before"],
+        outputs(args.tag)[1],
+    )
+    write_table(args, modes, start["before"], after, stats, None, start["command"])
 
 
 def write_table(
@@ -573,6 +668,7 @@ def write_table(
     after: dict[str, list[float]],
     stats: dict[str, list[dict[str, float]]],
     seconds: float | None,
+    command: str | None = None,
 ) -> None:
     rows = []
     for name in modes:
@@ -598,8 +694,7 @@ def write_table(
         )
     table, figure = outputs(args.tag)
     when = "the table rebuilt from the runs" if seconds is None else f"{seconds / 60:.0f} min in all"
-    saved = args.out / "command.txt"
-    ran = saved.read_text().strip() if seconds is None and saved.exists() else command_line()
+    ran = command or command_line()
     text = f"""# Learning benchmark: GRPO vs GiGPO vs tree rollouts at equal generated tokens
 
 `{ran}` on {platform.node()} \

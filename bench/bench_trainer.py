@@ -197,20 +197,20 @@ def slug(name: str) -> str:
 # interval for the difference of the two modes' mean changes (Welch). Hand-written because
 # scipy is not a dependency of the project for one number.
 T975 = {
-    1: 12.71,
-    2: 4.30,
-    3: 3.18,
-    4: 2.78,
-    5: 2.57,
-    6: 2.45,
-    7: 2.36,
-    8: 2.31,
-    9: 2.26,
-    10: 2.23,
-    12: 2.18,
-    15: 2.13,
-    20: 2.09,
-    30: 2.04,
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    12: 2.179,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
 }
 
 
