@@ -706,7 +706,7 @@ Suite `{args.suite}`, training tasks `{args.train}` {json.dumps(args.train_optio
 GiGPO options {json.dumps(args.gigpo_options)}; sync RL, 4 groups x 8 a step, lr {args.lr:g}, temperature {args.temperature}, 2 mini-batches a \
 batch; GRPO runs {args.steps} steps and every other mode stops at GRPO's generated tokens of \
 the same seed (at most {args.max_steps_factor:g}x the steps). Held-out success sampled: \
-{args.eval_size} tasks x {args.samples} samples. {args.seeds} seeds, interleaved.
+{args.eval_size} tasks x {args.samples} samples. {args.seeds} seed{"s" if args.seeds != 1 else ""}, interleaved.
 
 | mode | seeds | held-out, before → after (mean) | per seed | − GRPO, paired (95 % interval) | RL steps | generated tokens | tokens / trajectory | uniform groups | clip fraction | turns in a shared anchor group | anchor group size | RL seconds | rollout reward, first → last 5 steps | tokens until rollouts succeed 90 % (− GRPO, 95 %) |
 |---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|
