@@ -181,8 +181,10 @@ _WAIT_ACTIVE_CHANGE = (
 # 12 resets on a loaded machine (no lxterminal process started, the focus stayed on VLC's
 # window, and the binding opened a terminal when pressed again later; with xterm launched
 # instead of VLC, 12 of 12 worked). Where nothing took the focus and no lxterminal process
-# (the desktop's one binding for it, env.py) started, the key is pressed once more: a slow
-# terminal has a process by then, so it is never opened twice.
+# (the desktop's one binding for it, env.py) started, the key is pressed once more: a terminal
+# that is only slow has its process by then and is not opened twice. (Where a terminal is
+# already open, a second `lxterminal` hands its window to the first and exits, so a new window
+# that takes over 5 s to get the focus could still be doubled.)
 _TERMINALS_BEFORE = "_t=$(pgrep -d, -x lxterminal || true)"
 
 
