@@ -123,9 +123,12 @@ def save_record(path: Path, run_dir: Path, after: float) -> None:
     path.write_text(json.dumps({"after": after, "events": events}, separators=(",", ":")) + "\n")
 
 
-def load_record(path: Path) -> tuple[float, list[dict[str, Any]]]:
+def load_record(path: Path) -> tuple[float, list[dict[str, Any]], dict[str, float]]:
+    """A record's held-out success after RL, its metrics, and its table numbers: from the
+    metrics, or as kept (`stats`) for a run whose metrics were lost before records existed."""
     rec = json.loads(path.read_text())
-    return float(rec["after"]), rec["events"]
+    stats = rec["stats"] if "stats" in rec else run_stats(rec["events"])
+    return float(rec["after"]), rec["events"], {k: float(v) for k, v in stats.items()}
 
 
 def check_start(tag: str, digest: str, before: float | None) -> float | None:
@@ -590,8 +593,7 @@ def main() -> None:
             if args.resume and not record.exists() and done_summary.exists():
                 save_record(record, run_dir, float(json.loads(done_summary.read_text())["resolved_rate"]))
             if args.resume and record.exists():  # finished by an earlier, interrupted run
-                a, metrics = load_record(record)
-                s = record_stats(record)
+                a, metrics, s = load_record(record)
                 budget = s["tokens"] if name == "grpo" else budget
                 runs[name].append(metrics)
                 after[name].append(a)
@@ -629,13 +631,6 @@ def command_line() -> str:
     return shlex.join(["python", "bench/bench_learning.py", *sys.argv[1:]])
 
 
-def record_stats(record: Path) -> dict[str, float]:
-    """A record's table numbers: from its metrics, or as kept (`stats`) for a run whose
-    metrics were lost before records existed."""
-    rec = json.loads(record.read_text())
-    return {k: float(v) for k, v in rec["stats"].items()} if "stats" in rec else run_stats(rec["events"])
-
-
 def report(args: argparse.Namespace, modes: list[str]) -> None:
     """The table and the figure again, from the runs' records (`bench/results/learning-TAG-runs`):
     the seeds every mode completed."""
@@ -649,11 +644,12 @@ def report(args: argparse.Namespace, modes: list[str]) -> None:
         raise SystemExit(f"{records}: no seed was completed by every mode of {modes}")
     paths = {m: [records / f"{slug(m)}-{i}.json" for i in range(seeds)] for m in modes}
     start = json.loads((records / "start.json").read_text())
-    after = {m: [load_record(r)[0] for r in paths[m]] for m in modes}
-    stats = {m: [record_stats(r) for r in paths[m]] for m in modes}
+    loaded = {m: [load_record(r) for r in paths[m]] for m in modes}
+    after = {m: [rec[0] for rec in loaded[m]] for m in modes}
+    stats = {m: [rec[2] for rec in loaded[m]] for m in modes}
     args.seeds = seeds
     plot(
-        {m: [load_record(r)[1] for r in paths[m]] for m in modes},
+        {m: [rec[1] for rec in loaded[m]] for m in modes},
         after,
         start["before"],
         outputs(args.tag)[1],

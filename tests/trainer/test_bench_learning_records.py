@@ -50,10 +50,9 @@ def test_a_record_keeps_what_the_table_reads_and_not_the_rest(tmp_path: Path) ->
     _run(run_dir, [0.1, 0.5, 0.2, 0.9, 0.3, 0.7], [0.0, 0.25, 0.0, 0.5, 0.25, 0.75])
     record = tmp_path / "records" / "grpo-0.json"
     bl.save_record(record, run_dir, 0.375)
-    after, events = bl.load_record(record)
+    after, events, stats = bl.load_record(record)
     assert after == 0.375
-    assert bl.record_stats(record) == pytest.approx(bl.run_stats(read_metrics(run_dir)), nan_ok=True)
-    stats = bl.record_stats(record)
+    assert stats == pytest.approx(bl.run_stats(read_metrics(run_dir)), nan_ok=True)
     assert stats["steps"] == 6 and stats["tokens"] == 6000 + 10 * 21  # the rolled-back step left out
     assert stats["reward_first"] == pytest.approx((0.1 + 0.5 + 0.2 + 0.9 + 0.3) / 5)
     assert all("perf/unrelated" not in e for e in events)
@@ -64,7 +63,7 @@ def test_a_record_kept_without_metrics_gives_its_kept_numbers(tmp_path: Path) ->
     record = tmp_path / "grpo-0.json"
     stats = {"steps": 30, "tokens": 226146, "to90": float("nan")}
     record.write_text(json.dumps({"after": 0.25, "events": [], "stats": stats}))
-    got = bl.record_stats(record)
+    got = bl.load_record(record)[2]
     assert got["steps"] == 30.0 and got["tokens"] == 226146.0 and got["to90"] != got["to90"]
 
 
