@@ -45,7 +45,8 @@ positions; no tree modes); or in a chat that keeps its turns, `--env-id arborl/S
 agent's first prompt, then each new board alone: a whole episode is under 2,000 tokens, so
 every mode, trees included, runs with `--context truncate`).
 `--gigpo-options '{"enable_similarity": true}'` passes options to both GiGPO modes'
-estimator (`episode_norm`, `enable_similarity`, `similarity_thresh`, ...). The table also
+estimator (`episode_norm`, `enable_similarity`, `similarity_thresh`, ...), `--tree-options
+'{"reweight": "sqrt"}'` to tree + tree's. The table also
 reports GiGPO's anchor groups in every mode's batches: the fraction of turns in a group of
 more than one, and the mean group size (singletons only: GiGPO is GRPO by construction).
 
@@ -254,6 +255,8 @@ def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
     algorithm = cfg.get("algorithm", {})
     if algorithm.get("estimator") == "gigpo":
         cfg["algorithm"] = {**algorithm, "estimator_options": args.gigpo_options}
+    elif algorithm.get("estimator") == "tree":
+        cfg["algorithm"] = {**algorithm, "estimator_options": args.tree_options}
     return TrainConfig.model_validate(cfg)
 
 
@@ -285,6 +288,7 @@ def suite_settings(args: argparse.Namespace) -> None:
     # the toy suites' explorer finishes every random walk in 7 turns: none filtered for its doors
     args.demo_max_turns = args.demo_max_turns or (7 if preset else args.max_turns)
     args.gigpo_options = json.loads(args.gigpo_options or "{}")
+    args.tree_options = json.loads(args.tree_options or "{}")
     if args.heldout:
         suite = register_suite(
             dataclasses.replace(
@@ -482,6 +486,11 @@ def main() -> None:
     )
     ap.add_argument(
         "--gigpo-options", default=None, help="JSON keyword options of the GiGPO modes' estimator"
+    )
+    ap.add_argument(
+        "--tree-options",
+        default=None,
+        help='JSON keyword options of tree + tree\'s estimator (e.g. {"reweight": "sqrt"})',
     )
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=60, help="GRPO's steps; the others match its tokens")
@@ -699,7 +708,8 @@ Suite `{args.suite}`, training tasks `{args.train}` {json.dumps(args.train_optio
 {args.max_turns} turns of {args.max_new_tokens} tokens, context {args.context} \
 {args.max_context_tokens} tokens; one warm start \
 ({args.init or f"{args.sft_steps} SFT steps (lr {args.sft_lr:g}, env weight {args.sft_env_weight:g}) on demonstrations by `{args.demo or 'the suite gold policy'}`"}); \
-GiGPO options {json.dumps(args.gigpo_options)}; sync RL, 4 groups x 8 a step, lr {args.lr:g}, temperature {args.temperature}, 2 mini-batches a \
+GiGPO options {json.dumps(args.gigpo_options)}; \
+{f"tree options {json.dumps(args.tree_options)}; " if args.tree_options else ""}sync RL, 4 groups x 8 a step, lr {args.lr:g}, temperature {args.temperature}, 2 mini-batches a \
 batch; GRPO runs {args.steps} steps and every other mode stops at GRPO's generated tokens of \
 the same seed (at most {args.max_steps_factor:g}x the steps). Held-out success sampled: \
 {args.eval_size} tasks x {args.samples} samples. {args.seeds} seed{"s" if args.seeds != 1 else ""}, interleaved.

@@ -153,6 +153,8 @@ def tree_credit(parents: npt.ArrayLike, leaf_rewards: npt.ArrayLike) -> tuple[Fl
     return values, adv
 
 
+_REWEIGHT_POWER = {"original": 0.0, "sqrt": 0.5, "uniform": 1.0}
+
 # ─── the registration ────────────────────────────────────────────────────────────────────
 
 
@@ -165,6 +167,7 @@ def compute_tree_advantage(
     tree_paths: Any = None,
     global_weight: float | None = None,
     local_weight: float | None = None,
+    reweight: str | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tree / fork-relative advantages (TreeRL, Hou et al. 2025; PORTool): node value ``V(n)``
@@ -176,12 +179,23 @@ def compute_tree_advantage(
     ``V(root)`` is the group's mean leaf outcome, the parent of a first turn is the root.
     Weights: ``global_weight`` / ``local_weight`` (else ``config.tree_global_weight`` /
     ``tree_local_weight``, else 1 / 1). Rows are the tree's leaves: one row per leaf path.
-    Returns ``(A, V)`` per token.
+
+    A turn shared by ``k`` leaves is in ``k`` rows, so it is trained ``k`` times. ``reweight``
+    (else ``config.tree_reweight``) divides its advantage in each row: ``"original"`` (the
+    default) by 1, ``"sqrt"`` by ``sqrt(k)``, ``"uniform"`` by ``k`` (its copies then weigh
+    ``A(n)`` in all, as one trained turn). These are TreeRL's three ``weighted_value_style``
+    values; its published training script uses ``sqrt``. TreeRL divides a node's summed leaf
+    value before its differences are taken; here the turn's advantage is divided. Returns
+    ``(A, V)`` per token (``V`` is not reweighted).
     """
     if tree_paths is None:
         raise CreditError("tree needs tree_paths (each row's node id per turn, within its group's tree)")
     wg = float(option(global_weight, config, "tree_global_weight", 1.0))
     wl = float(option(local_weight, config, "tree_local_weight", 1.0))
+    style = str(option(reweight, config, "tree_reweight", "original"))
+    if style not in _REWEIGHT_POWER:
+        raise CreditError(f"tree reweight must be one of {sorted(_REWEIGHT_POWER)}, not {style!r}")
+    power = _REWEIGHT_POWER[style]
     spans = turn_spans(response_mask)
     outcomes = token_level_rewards.detach().to(torch.float64).sum(-1).cpu().numpy()
     groups = row_groups(index, len(spans))
@@ -194,9 +208,11 @@ def compute_tree_advantage(
         rows = np.flatnonzero(groups == grp)
         order, parents, leaf_reward = _group_forest(rows, paths, outcomes)
         values, local = tree_credit(np.asarray(parents), np.asarray(leaf_reward))
+        # leaves below each node = rows through it (each row's nodes are distinct: a path)
+        through = np.bincount([order[n] for r in rows for n in paths[r]], minlength=len(parents))
         for r in rows:
             ids = [order[n] for n in paths[r]]
-            adv_rows[r] = wg * (values[ids] - values[0]) + wl * local[ids]
+            adv_rows[r] = (wg * (values[ids] - values[0]) + wl * local[ids]) / through[ids] ** power
             val_rows[r] = values[ids]
     return to_tokens(adv_rows, spans, token_level_rewards), to_tokens(val_rows, spans, token_level_rewards)
 

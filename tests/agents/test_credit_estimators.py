@@ -73,6 +73,47 @@ def test_tree_advantages_by_hand():
     assert per_turn(adv, data, 0) == pytest.approx([2 * (0.5 - root), (1 - root) + 0.5], abs=1e-5)
     assert per_turn(adv, data, 1) == pytest.approx([2 * (0.5 - root), (0 - root) - 0.5], abs=1e-5)
     assert per_turn(adv, data, 2) == pytest.approx([2 * (1 - root)], abs=1e-5)
+    # TreeRL's reweighting: turn a is in both of its leaves' rows (k = 2), the others in one.
+    for style, k_a in (("sqrt", 2**0.5), ("uniform", 2.0)):
+        re_adv, re_values = compute_advantages(data, "tree", reweight=style)
+        assert per_turn(re_adv, data, 0) == pytest.approx(
+            [2 * (0.5 - root) / k_a, (1 - root) + 0.5], abs=1e-5
+        )
+        assert per_turn(re_adv, data, 1) == pytest.approx(
+            [2 * (0.5 - root) / k_a, (0 - root) - 0.5], abs=1e-5
+        )
+        assert per_turn(re_adv, data, 2) == pytest.approx([2 * (1 - root)], abs=1e-5)
+        assert torch.equal(re_values, values)  # values are not reweighted
+    with pytest.raises(CreditError, match="reweight must be one of"):
+        compute_advantages(data, "tree", reweight="root")
+
+
+def test_uniform_reweight_trains_each_shared_turn_once():
+    """With ``uniform``, the copies of a node's turn (one per leaf below it) sum to the
+    advantage a tree trained node by node would give it once, ``A(n)`` from the formula."""
+    rng = np.random.default_rng(3)
+    tree = TrajectoryTree(prompt_ids=[1, 2], group_id="t")
+    nodes = [tree.add(turn(2))]
+    for _ in range(12):  # a random tree: each new turn under a random earlier one or a new root
+        nodes.append(tree.add(turn(2), int(rng.choice([-1, *nodes]))))
+    parents = {n.parent for n in tree.nodes}
+    for i, node in enumerate(tree.nodes):
+        if i not in parents:
+            node.outcome_reward, node.terminal, node.turn.observation_ids = float(rng.random()), True, []
+    leaves = tree.leaves()
+    data = trajectories_to_dataproto(leaves, pad_token_id=0)
+    adv, _ = compute_advantages(data, "tree", reweight="uniform")
+    original, _ = compute_advantages(data, "tree")
+    summed: dict[int, float] = {}
+    once: dict[int, float] = {}
+    for row, leaf in enumerate(leaves):
+        for node, a, o in zip(
+            leaf.tree_path, per_turn(adv, data, row), per_turn(original, data, row), strict=True
+        ):
+            summed[node] = summed.get(node, 0.0) + a
+            once[node] = o
+    assert summed == pytest.approx(once, abs=1e-5)
+    assert any(sum(node in leaf.tree_path for leaf in leaves) > 1 for node in once)  # something was shared
 
 
 def test_a_flat_tree_is_dr_grpo():
