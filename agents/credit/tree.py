@@ -208,10 +208,10 @@ def compute_tree_advantage(
         rows = np.flatnonzero(groups == grp)
         order, parents, leaf_reward = _group_forest(rows, paths, outcomes)
         values, local = tree_credit(np.asarray(parents), np.asarray(leaf_reward))
+        row_ids = {r: [order[n] for n in paths[r]] for r in rows}
         # leaves below each node = rows through it (each row's nodes are distinct: a path)
-        through = np.bincount([order[n] for r in rows for n in paths[r]], minlength=len(parents))
-        for r in rows:
-            ids = [order[n] for n in paths[r]]
+        through = np.bincount([i for ids in row_ids.values() for i in ids], minlength=len(parents))
+        for r, ids in row_ids.items():
             adv_rows[r] = (wg * (values[ids] - values[0]) + wl * local[ids]) / through[ids] ** power
             val_rows[r] = values[ids]
     return to_tokens(adv_rows, spans, token_level_rewards), to_tokens(val_rows, spans, token_level_rewards)
