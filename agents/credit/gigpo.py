@@ -36,6 +36,7 @@ from .layout import (
     IntArray,
     as_float,
     as_int,
+    check_gamma,
     offsets_of,
     option,
     row_groups,
@@ -44,7 +45,14 @@ from .layout import (
     turn_rewards,
     turn_spans,
 )
+from .registry import register_step_level
 from .turns import discounted_returns
+
+#: GiGPO's default discount: verl-agent's recipes (``run_sokoban.sh``, ``run_alfworld.sh``,
+#: ``run_webshop.sh``) all set ``algorithm.gamma=0.95``. With γ = 1 and a terminal reward every
+#: visit to a state has the same return, so a turn that loops (a locked door, a wall) is never
+#: told from one that moves on: the step term is then blind exactly where it should act.
+GIGPO_GAMMA = 0.95
 
 #: GiGPO's normalisations (verl-agent's ``mode``): ``mean_norm`` subtracts the group mean
 #: (verl-agent's default), ``mean_std_norm`` also divides by the group's std (+ ε).
@@ -343,7 +351,9 @@ def compute_gigpo_advantage(
     default, as verl-agent's) subtracts the mean only. std is unbiased (torch.std).
 
     Options (keyword, else ``config.<key>``, else the default): ``step_weight``
-    (``gigpo_step_weight``, 1), ``gamma`` (``gamma``, 1), ``mode`` (``gigpo_mode``,
+    (``gigpo_step_weight``, 1), ``gamma`` (``gigpo_gamma``, `GIGPO_GAMMA` = 0.95, verl-agent's
+    recipes; verl's own ``gamma`` is GAE's, 1 by default in verl's config, and is not read, so
+    that an unset verl key cannot silently turn the discount off), ``mode`` (``gigpo_mode``,
     ``mean_norm``), ``episode_norm`` (``gigpo_episode_norm``, ``trajectory``: see
     `EPISODE_NORMS`), ``enable_similarity`` (``gigpo_enable_similarity``, false) and
     ``similarity_thresh`` (``gigpo_similarity_thresh``, 0.95): with similarity on, anchor groups
@@ -356,7 +366,7 @@ def compute_gigpo_advantage(
     if anchor_state_hashes is None and not similar:
         raise _missing_anchors(kwargs)
     w = float(option(step_weight, config, "gigpo_step_weight", 1.0))
-    g = float(option(gamma, config, "gamma", 1.0))
+    g = check_gamma("gamma", float(option(gamma, config, "gigpo_gamma", GIGPO_GAMMA)))
     mode = str(option(mode, config, "gigpo_mode", "mean_norm"))
     if mode not in GIGPO_MODES:
         raise CreditError(f"gigpo mode must be one of {GIGPO_MODES}, got {mode!r}")
@@ -379,6 +389,9 @@ def compute_gigpo_advantage(
     adv = [episode[i] + w * s for i, s in enumerate(split_rows(step_adv, lengths))]
     ret = split_rows(returns, lengths)
     return to_tokens(adv, spans, token_level_rewards), to_tokens(ret, spans, token_level_rewards)
+
+
+register_step_level("gigpo")
 
 
 def episode_advantages(

@@ -175,7 +175,7 @@ def test_random_batches_match_the_reference():
 def test_config_keys_and_errors():
     data = trajectories_to_dataproto([trajectory(g, turns) for g, turns in HAND_CASE], pad_token_id=0)
     by_config, _ = compute_advantages(
-        data, "gigpo", config={"gigpo_step_weight": 0.5, "gamma": 0.9, "gigpo_mode": "mean_std_norm"}
+        data, "gigpo", config={"gigpo_step_weight": 0.5, "gigpo_gamma": 0.9, "gigpo_mode": "mean_std_norm"}
     )
     by_kwargs, _ = compute_advantages(data, "gigpo", step_weight=0.5, gamma=0.9, mode="mean_std_norm")
     torch.testing.assert_close(by_config, by_kwargs)

@@ -171,9 +171,37 @@ def test_step_rows_by_hand_and_the_default_stays_the_papers():
     assert per_turn(rows, data)[4] == pytest.approx(per_turn(paper, data)[4], abs=1e-6)
 
 
+# ─── the discount: verl-agent's recipes ──────────────────────────────────────────────────
+
+# Both episodes of group g succeed (a uniform outcome); the first tries a locked door in s0
+# (it stays in s0) before it moves on. With γ = 1 every turn from s0 returns 1 and the loop is
+# never told apart; verl-agent's recipes (run_sokoban.sh, run_alfworld.sh, run_webshop.sh) set
+# algorithm.gamma=0.95, under which the looping turn returns 0.95² < 0.95.
+LOOP = [
+    ("g", [("s0", 0.0), ("s0", 0.0), ("s1", 1.0)]),
+    ("g", [("s0", 0.0), ("s1", 1.0)]),
+]
+
+
+@pytest.mark.parametrize("config", [None, {"gamma": 1.0}])  # verl's AlgoConfig default is GAE's γ = 1
+def test_the_default_discount_is_verl_agents_recipes(config):
+    data = batch(LOOP)
+    adv, _ = compute_advantages(data, "gigpo", config=config)
+    want = verl_agent_gigpo(LOOP, 1.0, 0.95, "mean_norm")
+    assert_rows_close(per_turn(adv, data), want)
+    # by hand: the s0 anchor group holds 0.95², 0.95 and 0.95; A_E = 0 (equal outcomes)
+    mean = (0.95**2 + 2 * 0.95) / 3
+    assert per_turn(adv, data)[0][0] == pytest.approx(0.95**2 - mean, abs=1e-6)
+    assert per_turn(adv, data)[0][0] < 0 < per_turn(adv, data)[1][0]
+    undiscounted, _ = compute_advantages(data, "gigpo", config={"gigpo_gamma": 1.0})
+    assert undiscounted.abs().max() == 0  # γ = 1: nothing to tell the loop from the exit
+
+
 def test_episode_norm_from_config_and_a_bad_name():
     data = batch(UNEVEN)
-    by_config, _ = compute_advantages(data, "gigpo", config={"gigpo_episode_norm": "step_rows", "gamma": 0.9})
+    by_config, _ = compute_advantages(
+        data, "gigpo", config={"gigpo_episode_norm": "step_rows", "gigpo_gamma": 0.9}
+    )
     by_kwargs, _ = compute_advantages(data, "gigpo", episode_norm="step_rows", gamma=0.9)
     torch.testing.assert_close(by_config, by_kwargs)
     with pytest.raises(CreditError, match="episode_norm"):
@@ -313,6 +341,8 @@ def test_batch_anchor_stats_group_as_the_gigpo_options_say():
         "turns_shared": 2 / 5,
         "group_size": 5 / 4,
         "groups": 4.0,
+        "turns_recurring": 2 / 5,  # "a" in both of g's episodes
+        "turns_repeated": 0.0,
     }
     thresh = similarity_thresh_of({"enable_similarity": True})
     assert thresh == 0.95 and similarity_thresh_of({"similarity_thresh": 0.5}) is None
@@ -320,4 +350,21 @@ def test_batch_anchor_stats_group_as_the_gigpo_options_say():
         "turns_shared": 4 / 5,
         "group_size": 5 / 3,
         "groups": 3.0,
+        "turns_recurring": 4 / 5,
+        "turns_repeated": 0.0,
     }
+
+
+def test_recurrence_across_episodes_is_told_from_repetition_in_place():
+    # group g, episode 0 stays in s0 twice (a locked door) then reaches s1; episode 1 starts in
+    # s2 and reaches s1: s0's group is one episode repeating itself, s1's recurs across two.
+    groups = ["g", "g"]
+    hashes = [["s0", "s0", "s1"], ["s2", "s1"]]
+    rewards = [[0.0, 0.0, 1.0], [0.0, 1.0]]
+    stats = batch_anchor_stats(groups, hashes, [[""] * 3, [""] * 2], rewards=rewards, gamma=0.95)
+    assert stats["turns_shared"] == 4 / 5
+    assert stats["turns_repeated"] == 2 / 5 and stats["turns_recurring"] == 2 / 5
+    # returns: s0 holds 0.95² and 0.95 (differ: both moved), s1 holds 1 and 1 (no step signal)
+    assert stats["step_nonzero"] == 2 / 5
+    undiscounted = batch_anchor_stats(groups, hashes, [[""] * 3, [""] * 2], rewards=rewards, gamma=1.0)
+    assert undiscounted["step_nonzero"] == 0.0
