@@ -32,6 +32,25 @@ DRIVER_PASSES = frozenset(
 )
 
 
+#: Estimators that credit steps, not only outcomes: in a group whose episodes all scored the same
+#: their advantages can still differ (a turn that looped returns less under γ < 1 than one that
+#: moved on; rewards can come at different turns), so the trainer keeps such groups for them.
+#: For outcome-level estimators (verl's ``grpo``, ``rloo``; ``tree``, whose node values are
+#: leaf-outcome means) such a group's advantages are all 0: it is dropped as carrying no signal.
+_STEP_LEVEL: set[str] = set()
+
+
+def register_step_level(name: str) -> None:
+    """Mark the registered estimator ``name`` as step-level (see `uniform_groups_carry_signal`)."""
+    _STEP_LEVEL.add(name)
+
+
+def uniform_groups_carry_signal(estimator: str) -> bool:
+    """Whether ``estimator`` can give non-zero advantages to a group whose episodes all scored
+    the same (step-level credit); False for outcome-level ones and for any unknown name."""
+    return estimator in _STEP_LEVEL
+
+
 def estimator_fields(fn: Callable[..., Any], available: Mapping[str, Any]) -> list[str]:
     """The per-row fields among ``available`` (a batch's ``non_tensor_batch``) that the
     estimator ``fn`` takes by name."""

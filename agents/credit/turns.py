@@ -38,6 +38,7 @@ from .layout import (
     turn_rewards,
     turn_spans,
 )
+from .registry import register_step_level
 
 # ─── the formula ─────────────────────────────────────────────────────────────────────────
 
@@ -261,3 +262,6 @@ def compute_turn_returns_advantage(
     baseline = baseline_by_group(first, groups)
     adv = [s - b for s, b in zip(split, baseline, strict=True)]
     return to_tokens(adv, spans, token_level_rewards), to_tokens(list(split), spans, token_level_rewards)
+
+
+register_step_level("turn_returns")

@@ -160,7 +160,10 @@ class AlgorithmConfig(_Strict):
     )
     estimator_options: dict[str, Any] = Field(default_factory=dict, description="keyword options of it")
     drop_uniform_groups: bool = Field(
-        True, description="skip groups whose episodes all scored the same (zero advantage, no signal)"
+        True,
+        description="skip groups whose episodes all scored the same, where the estimator gives them "
+        "no signal: outcome-level ones (grpo, rloo, tree); step-level ones (gigpo, turn_returns: "
+        "arborl.agents.credit.uniform_groups_carry_signal) keep them, their step advantages can differ",
     )
 
 
