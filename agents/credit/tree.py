@@ -7,8 +7,13 @@ the node of each turn. A node's value is the mean outcome of the leaves below it
     V(n) = mean_{leaves l below n} R(l)
     A(n) = w_g · (V(n) - V(root)) + w_l · (V(n) - V(parent(n)))
 
-(global: better than the task on average; local: better than its siblings' fork point). Trees
-are flat: ``parents[i]`` is node i's parent, -1 for a root, every parent before its children
+(global: better than the task on average; local: better than its siblings' fork point). The
+leaf outcomes ``R(l)`` are first normalised within the group (the tree's leaves) as GRPO
+normalises a group, ``(R - mean) / (std + ε)``, so advantages do not carry the reward's scale
+(Sokoban's -3…+10 gave steps 0.02-2.6 apart). Subtracting the mean changes no difference of
+values: TreeRL's own code (``leaf_normalize``) subtracts each leaf's leave-one-out mean, which
+is ``N/(N-1) · (R - mean)``, the same up to that factor; the division by the std is what
+makes the scale the group's. Trees are flat: ``parents[i]`` is node i's parent, -1 for a root, every parent before its children
 (topological order); a forest is several trees concatenated, parent indices shifted by each
 tree's start.
 """
@@ -26,6 +31,7 @@ from verl.trainer.ppo.core_algos import register_adv_est
 from arborl.kernels.errors import KernelInputError, ShapeMismatchError
 
 from ._parallel import parallel_slot
+from .grpo import group_normalise
 from .layout import CreditError, FloatArray, as_float, as_int, option, row_groups, to_tokens, turn_spans
 
 # ─── the formula ─────────────────────────────────────────────────────────────────────────
@@ -154,6 +160,8 @@ def tree_credit(parents: npt.ArrayLike, leaf_rewards: npt.ArrayLike) -> tuple[Fl
 
 
 _REWEIGHT_POWER = {"original": 0.0, "sqrt": 0.5, "uniform": 1.0}
+#: How leaf outcomes are normalised within a group before the tree's values are taken.
+TREE_NORMS = ("std", "none")
 
 # ─── the registration ────────────────────────────────────────────────────────────────────
 
@@ -168,6 +176,8 @@ def compute_tree_advantage(
     global_weight: float | None = None,
     local_weight: float | None = None,
     reweight: str | None = None,
+    normalize: str | None = None,
+    epsilon: float = 1e-6,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tree / fork-relative advantages (TreeRL, Hou et al. 2025; PORTool): node value ``V(n)``
@@ -180,25 +190,37 @@ def compute_tree_advantage(
     Weights: ``global_weight`` / ``local_weight`` (else ``config.tree_global_weight`` /
     ``tree_local_weight``, else 1 / 1). Rows are the tree's leaves: one row per leaf path.
 
+    ``normalize`` (else ``config.tree_norm``): ``"std"`` (the default) first turns each
+    group's leaf outcomes into ``(R - mean) / (std + ε)`` (unbiased std, GRPO's; a lone leaf
+    keeps its outcome), so the advantages are on the group's scale, not the reward's;
+    ``"none"`` takes the raw outcomes (a mean alone would change nothing: only differences of
+    values enter ``A``).
+
     A turn shared by ``k`` leaves is in ``k`` rows, so it is trained ``k`` times. ``reweight``
-    (else ``config.tree_reweight``) divides its advantage in each row: ``"original"`` (the
-    default) by 1, ``"sqrt"`` by ``sqrt(k)``, ``"uniform"`` by ``k`` (its copies then weigh
-    ``A(n)`` in all, as one trained turn). These are TreeRL's three ``weighted_value_style``
-    values; its published training script uses ``sqrt``. TreeRL divides a node's summed leaf
-    value before its differences are taken; here the turn's advantage is divided. Returns
-    ``(A, V)`` per token (``V`` is not reweighted).
+    (else ``config.tree_reweight``) divides its advantage in each row: ``"sqrt"`` (the
+    default: TreeRL's choice, ``R(s_n) / sqrt(|L(s_n)|)`` in its paper and
+    ``--weighted_value_style sqrt`` in its published script) by ``sqrt(k)``, ``"original"`` by
+    1, ``"uniform"`` by ``k`` (its copies then weigh ``A(n)`` in all, as one trained turn).
+    TreeRL divides a node's summed leaf value before its differences are taken; here the
+    turn's advantage is divided. Returns ``(A, V)`` per token (``V`` is not reweighted; it is
+    on the normalised scale).
     """
     if tree_paths is None:
         raise CreditError("tree needs tree_paths (each row's node id per turn, within its group's tree)")
     wg = float(option(global_weight, config, "tree_global_weight", 1.0))
     wl = float(option(local_weight, config, "tree_local_weight", 1.0))
-    style = str(option(reweight, config, "tree_reweight", "original"))
+    style = str(option(reweight, config, "tree_reweight", "sqrt"))
     if style not in _REWEIGHT_POWER:
         raise CreditError(f"tree reweight must be one of {sorted(_REWEIGHT_POWER)}, not {style!r}")
+    norm = str(option(normalize, config, "tree_norm", "std"))
+    if norm not in TREE_NORMS:
+        raise CreditError(f"tree normalize must be one of {TREE_NORMS}, not {norm!r}")
     power = _REWEIGHT_POWER[style]
     spans = turn_spans(response_mask)
     outcomes = token_level_rewards.detach().to(torch.float64).sum(-1).cpu().numpy()
     groups = row_groups(index, len(spans))
+    if norm == "std":
+        outcomes = group_normalise(outcomes, groups, "zero", True, epsilon)
     paths = [list(p) for p in tree_paths]
     if [len(p) for p in paths] != [len(s) for s in spans]:
         raise CreditError("tree_paths must give one node id per turn of each row")

@@ -66,7 +66,9 @@ def test_tree_advantages_by_hand():
     leaves = tree.leaves()
     assert [leaf.tree_path for leaf in leaves] == [[a, b], [a, c], [d]]
     data = trajectories_to_dataproto(leaves, pad_token_id=0)
-    adv, values = compute_advantages(data, "tree", global_weight=1.0, local_weight=1.0)
+    adv, values = compute_advantages(
+        data, "tree", global_weight=1.0, local_weight=1.0, normalize="none", reweight="original"
+    )
     root = 2 / 3
     assert per_turn(values, data, 0) == pytest.approx([0.5, 1.0], abs=1e-6)
     # A(n) = (V(n) - V(root)) + (V(n) - V(parent))
@@ -75,7 +77,7 @@ def test_tree_advantages_by_hand():
     assert per_turn(adv, data, 2) == pytest.approx([2 * (1 - root)], abs=1e-5)
     # TreeRL's reweighting: turn a is in both of its leaves' rows (k = 2), the others in one.
     for style, k_a in (("sqrt", 2**0.5), ("uniform", 2.0)):
-        re_adv, re_values = compute_advantages(data, "tree", reweight=style)
+        re_adv, re_values = compute_advantages(data, "tree", reweight=style, normalize="none")
         assert per_turn(re_adv, data, 0) == pytest.approx(
             [2 * (0.5 - root) / k_a, (1 - root) + 0.5], abs=1e-5
         )
@@ -103,7 +105,7 @@ def test_uniform_reweight_trains_each_shared_turn_once():
     leaves = tree.leaves()
     data = trajectories_to_dataproto(leaves, pad_token_id=0)
     adv, _ = compute_advantages(data, "tree", reweight="uniform")
-    original, _ = compute_advantages(data, "tree")
+    original, _ = compute_advantages(data, "tree", reweight="original")
     summed: dict[int, float] = {}
     once: dict[int, float] = {}
     for row, leaf in enumerate(leaves):
@@ -122,15 +124,81 @@ def test_a_flat_tree_is_dr_grpo():
     rng = np.random.default_rng(0)
     trajs = [episode(g, [turn(2), turn(1, float(rng.random() < 0.5))]) for g in "aaaabbbb"]
     data = trajectories_to_dataproto(trajs, pad_token_id=0)
-    adv, _ = compute_advantages(data, "tree", global_weight=1.0, local_weight=0.0)
-    ref, _ = core_algos.compute_grpo_outcome_advantage(
-        data.batch["token_level_scores"],
-        data.batch["response_mask"],
-        data.non_tensor_batch["uid"],
-        norm_adv_by_std_in_grpo=False,
-    )
     last = [turn_spans(data.batch["response_mask"])[i][-1][0] for i in range(len(trajs))]
-    assert torch.allclose(adv[range(len(trajs)), last], ref[range(len(trajs)), last], atol=1e-6)
+    for norm, by_std in (("none", False), ("std", True)):  # Dr. GRPO; with the std, verl's GRPO
+        adv, _ = compute_advantages(data, "tree", global_weight=1.0, local_weight=0.0, normalize=norm)
+        ref, _ = core_algos.compute_grpo_outcome_advantage(
+            data.batch["token_level_scores"],
+            data.batch["response_mask"],
+            data.non_tensor_batch["uid"],
+            norm_adv_by_std_in_grpo=by_std,
+        )
+        assert torch.allclose(adv[range(len(trajs)), last], ref[range(len(trajs)), last], atol=1e-5)
+
+
+def treerl_reference(paths: list[list[str]], outcomes: list[float], eps: float = 1e-6) -> list[list[float]]:
+    """TreeRL's step reward by plain loops, as its paper writes it, on leaf outcomes normalised
+    as GRPO normalises a group (one tree = one group)::
+
+        R̂(l)   = (R(l) - mean R) / (std R + ε)                       std unbiased
+        V(n)   = mean of R̂(l) over the leaves l whose path passes n    (the root: every leaf)
+        A(n)   = [(V(n) - V(root)) + (V(n) - V(parent n))] / sqrt(|L(n)|)
+
+    ``paths``: each leaf's node names from the first turn down."""
+    mean = sum(outcomes) / len(outcomes)
+    std = (sum((r - mean) ** 2 for r in outcomes) / (len(outcomes) - 1)) ** 0.5
+    norm = [(r - mean) / (std + eps) for r in outcomes]
+
+    def leaves_below(node: str | None) -> list[int]:
+        return [i for i, p in enumerate(paths) if node is None or node in p]
+
+    def value(node: str | None) -> float:
+        below = leaves_below(node)
+        return sum(norm[i] for i in below) / len(below)
+
+    out = []
+    for path in paths:
+        row = []
+        for t, node in enumerate(path):
+            parent = path[t - 1] if t else None
+            a = (value(node) - value(None)) + (value(node) - value(parent))
+            row.append(a / len(leaves_below(node)) ** 0.5)
+        out.append(row)
+    return out
+
+
+def test_tree_defaults_are_treerls_normalised_and_sqrt_reweighted():
+    """Sokoban-scale raw rewards (-3 … +10): the defaults give the paper's step reward on the
+    group-normalised outcomes, so the scale is the group's (multiplying every reward by 10
+    changes nothing), and a shared turn is divided by sqrt of the leaves below it."""
+    #   a ─ b (-3)        d (10)
+    #     ├ c (-1)
+    #     └ e ─ f (2)
+    #           └ g (-3)
+    tree = TrajectoryTree(prompt_ids=[1, 2], group_id="t")
+    a = tree.add(turn(2))
+    b, c, e = tree.add(turn(1), a), tree.add(turn(3), a), tree.add(turn(2), a)
+    f, g = tree.add(turn(1), e), tree.add(turn(2), e)
+    d = tree.add(turn(2), -1)
+    names = {a: "a", b: "b", c: "c", d: "d", e: "e", f: "f", g: "g"}
+    for node, reward in ((b, -3.0), (c, -1.0), (f, 2.0), (g, -3.0), (d, 10.0)):
+        tree.nodes[node].outcome_reward, tree.nodes[node].terminal = reward, True
+        tree.nodes[node].turn.observation_ids = []
+    leaves = tree.leaves()
+    data = trajectories_to_dataproto(leaves, pad_token_id=0)
+    adv, _ = compute_advantages(data, "tree")
+    want = treerl_reference(
+        [[names[n] for n in leaf.tree_path] for leaf in leaves], [leaf.outcome_reward for leaf in leaves]
+    )
+    for row, w in enumerate(want):
+        assert per_turn(adv, data, row) == pytest.approx(w, abs=1e-5)
+    for leaf in leaves:
+        leaf.outcome_reward *= 10
+        leaf.turns[-1].reward = leaf.outcome_reward
+    scaled, _ = compute_advantages(trajectories_to_dataproto(leaves, pad_token_id=0), "tree")
+    assert torch.allclose(scaled, adv, atol=1e-5)
+    with pytest.raises(CreditError, match="normalize must be one of"):
+        compute_advantages(data, "tree", normalize="minmax")
 
 
 def test_missing_inputs_are_clear_errors():
