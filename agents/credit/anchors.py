@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from .layout import CreditError, IntArray
+from .layout import CreditError, IntArray, offsets_of
+from .turns import discounted_returns
 
 #: verl-agent's default ``similarity_thresh``.
 VERL_AGENT_SIMILARITY_THRESH = 0.95
@@ -117,25 +118,57 @@ def _per_turn(name: str, rows: Any, lengths: list[int]) -> list[Any]:
     return [x for r in rows for x in r]
 
 
-def anchor_group_stats(group_ids: Sequence[Any], state_ids: Sequence[int]) -> dict[str, float]:
+def anchor_group_stats(
+    group_ids: Sequence[Any],
+    state_ids: Sequence[int],
+    episode_ids: Sequence[Any] | None = None,
+    returns: Sequence[float] | None = None,
+) -> dict[str, float]:
     """How much a batch's anchor groups (turns of one episode group from one state) pool.
 
-    Returns ``turns_shared`` (fraction of turns whose anchor group has another turn:
-    the turns GiGPO's step term can move), ``group_size`` (mean turns per anchor group)
-    and ``groups`` (their number); all 0 for no turns.
+    Returns ``turns_shared`` (fraction of turns whose anchor group has another turn),
+    ``group_size`` (mean turns per anchor group) and ``groups`` (their number); all 0 for no
+    turns. Given each turn's ``episode_ids``, it separates the two ways a group forms:
+    ``turns_recurring`` (the group holds turns of at least two episodes: a state that recurs
+    across the group's episodes, what GiGPO compares) and ``turns_repeated`` (every other turn
+    of the group is the same episode's: an agent repeating itself in place). Given each turn's
+    discounted ``returns`` (GiGPO's ``G``), ``step_nonzero`` is the fraction of turns whose step
+    advantage is not 0, i.e. whose return differs from its anchor group's mean: the turns the
+    step term actually moves (its normalisation does not change which ones).
     """
     keys = list(zip(group_ids, state_ids, strict=True))
     if not keys:
-        return {"turns_shared": 0.0, "group_size": 0.0, "groups": 0.0}
+        out = {"turns_shared": 0.0, "group_size": 0.0, "groups": 0.0}
+        if episode_ids is not None:
+            out |= {"turns_recurring": 0.0, "turns_repeated": 0.0}
+        return out | ({"step_nonzero": 0.0} if returns is not None else {})
     sizes: dict[tuple[Any, int], int] = {}
     for key in keys:
         sizes[key] = sizes.get(key, 0) + 1
     shared = sum(1 for key in keys if sizes[key] > 1)
-    return {
+    out = {
         "turns_shared": shared / len(keys),
         "group_size": len(keys) / len(sizes),
         "groups": float(len(sizes)),
     }
+    if episode_ids is not None:
+        episodes: dict[tuple[Any, int], set[Any]] = {}
+        for key, e in zip(keys, episode_ids, strict=True):
+            episodes.setdefault(key, set()).add(e)
+        recurring = sum(1 for key in keys if len(episodes[key]) > 1)
+        out["turns_recurring"] = recurring / len(keys)
+        out["turns_repeated"] = (shared - recurring) / len(keys)
+    if returns is not None:
+        total: dict[tuple[Any, int], float] = {}
+        for key, g in zip(keys, returns, strict=True):
+            total[key] = total.get(key, 0.0) + float(g)
+        moved = sum(
+            1
+            for key, g in zip(keys, returns, strict=True)
+            if sizes[key] > 1 and abs(float(g) - total[key] / sizes[key]) > 1e-9 * max(1.0, abs(float(g)))
+        )
+        out["step_nonzero"] = moved / len(keys)
+    return out
 
 
 def similarity_thresh_of(options: Mapping[str, Any]) -> float | None:
@@ -152,11 +185,19 @@ def batch_anchor_stats(
     hashes: Sequence[Sequence[str]],
     observations: Sequence[Sequence[str]],
     similarity_thresh: float | None = None,
+    rewards: Sequence[Sequence[float]] | None = None,
+    gamma: float = 1.0,
 ) -> dict[str, float]:
-    """`anchor_group_stats` of a batch given per row: its episode group, and per turn its
-    anchor state hash and anchor observation; the anchors grouped as gigpo groups them (by
-    hash, or by text similarity given ``similarity_thresh``)."""
+    """`anchor_group_stats` of a batch given per row (one episode each): its episode group, and
+    per turn its anchor state hash and anchor observation; the anchors grouped as gigpo groups
+    them (by hash, or by text similarity given ``similarity_thresh``). With each turn's
+    ``rewards``, also the share of turns GiGPO's step term moves at discount ``gamma``."""
     lengths = [len(h) for h in hashes]
     _, groups = np.unique(np.asarray([str(g) for g in group_ids], dtype=object), return_inverse=True)
     states = anchor_state_ids(hashes, observations, groups, lengths, similarity_thresh)
-    return anchor_group_stats(np.repeat(groups, lengths).tolist(), states.tolist())
+    returns = None
+    if rewards is not None:
+        flat = np.asarray([r for row in rewards for r in row], dtype=np.float64)
+        returns = discounted_returns(flat, offsets_of(lengths), gamma).tolist()
+    episodes = np.repeat(np.arange(len(lengths)), lengths).tolist()
+    return anchor_group_stats(np.repeat(groups, lengths).tolist(), states.tolist(), episodes, returns)

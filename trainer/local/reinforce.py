@@ -24,6 +24,8 @@ import torch
 
 from arborl.agents import Trajectory
 from arborl.agents.credit.anchors import batch_anchor_stats, similarity_thresh_of
+from arborl.agents.credit.gigpo import GIGPO_GAMMA
+from arborl.agents.credit.registry import uniform_groups_carry_signal
 from arborl.agents.trajectory import episodes_of
 
 from .budget import Pacer
@@ -32,6 +34,27 @@ from .context import RunContext
 from .progress import PhaseBar
 from .rollout import RolloutManager, dispatch_limit, max_in_flight
 from .segments import credited_batch
+
+
+def turn_rewards_of(t: Trajectory) -> list[float]:
+    """Each turn's reward, the episode's outcome beyond them on its last turn (as the batch
+    places them: `arborl.trainer.dataproto`)."""
+    rewards = [turn.reward for turn in t.turns]
+    if rewards:
+        rewards[-1] += t.outcome_reward - sum(rewards)
+    return rewards
+
+
+def groups_with_signal(groups: list[Group], drop_uniform: bool) -> tuple[list[Group], int]:
+    """The groups to train on, and how many of ``groups`` are uniform (every episode scored the
+    same); with ``drop_uniform`` those are left out (the estimator gives them no signal)."""
+    kept, uniform = [], 0
+    for g in groups:
+        same = len({round(t.outcome_reward, 9) for t in g.trajectories}) == 1
+        uniform += same
+        if not (same and drop_uniform):
+            kept.append(g)
+    return kept, uniform
 
 
 class Reinforce:
@@ -145,18 +168,12 @@ class Reinforce:
     def _update(self, groups: list[Group]) -> dict[str, float]:
         """Advantages of the groups that carry a learning signal, then the PPO update."""
         ctx, algorithm = self.ctx, self.ctx.cfg.algorithm
-        trajs, weights = [], []
-        uniform = dropped = 0
-        for g in groups:
-            if len({round(t.outcome_reward, 9) for t in g.trajectories}) == 1:
-                uniform += 1
-                if algorithm.drop_uniform_groups:
-                    dropped += 1
-                    continue
-            trajs += g.trajectories
-            weights += [g.weight] * len(g.trajectories)
+        drop = algorithm.drop_uniform_groups and not uniform_groups_carry_signal(algorithm.estimator)
+        kept, uniform = groups_with_signal(groups, drop)
+        trajs = [t for g in kept for t in g.trajectories]
+        weights = [g.weight for g in kept for _ in g.trajectories]
         metrics: dict[str, float] = {
-            "batch/uniform_groups": float(dropped),
+            "batch/uniform_groups": float(len(groups) - len(kept)),
             "batch/uniform_group_fraction": uniform / max(1, len(groups)),
             "batch/trajectories": float(len(trajs)),
             "batch/episodes": float(len(episodes_of(trajs))),
@@ -181,11 +198,14 @@ class Reinforce:
         """GiGPO's anchor groups in this batch (whatever the estimator: it tells whether GiGPO
         could differ from GRPO here), grouped as the configured gigpo options group them."""
         options = self.ctx.cfg.algorithm.estimator_options
+        gigpo = self.ctx.cfg.algorithm.estimator == "gigpo"
         stats = batch_anchor_stats(
             [t.group_id or t.traj_id for t in trajs],
             [[turn.anchor_state_hash for turn in t.turns] for t in trajs],
             [[turn.anchor_observation for turn in t.turns] for t in trajs],
-            similarity_thresh_of(options) if self.ctx.cfg.algorithm.estimator == "gigpo" else None,
+            similarity_thresh_of(options) if gigpo else None,
+            rewards=[turn_rewards_of(t) for t in trajs],
+            gamma=float(options.get("gamma", GIGPO_GAMMA)) if gigpo else GIGPO_GAMMA,
         )
         return {f"anchors/{k}": v for k, v in stats.items()}
 
