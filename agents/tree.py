@@ -23,9 +23,13 @@ entropies, the least likely sampled token (log-prob below `token_logprob_thresho
 A token fork keeps the turn's first tokens and samples the rest again. Points are
 scored TRACE-style, favouring prefixes whose subtrees have mixed outcomes::
 
-    score(n) = p(1 - p) + explore / (1 + leaves below n)      p = mean outcome below n
+    score(n) = p(1 - p) + explore / (1 + leaves below n)      p = success rate below n
 
-ties going to deeper points (more shared tokens). The env state at a fork point is rebuilt
+on outcomes in [0, 1] (`fork_outcome`: success, reward > 0, by default; or rewards min-max
+scaled, where p(1 - p) becomes their variance), never raw returns: Sokoban's run from -3 to
++10, where p(1 - p) is largest for the failing subtrees. Ties go to deeper points (more
+shared tokens) where the leaves below disagree, to shallower ones where they all agree
+(`_pick` says why). The env state at a fork point is rebuilt
 by replaying the prefix's actions in a fresh env (`Agent.fork`; a nondeterministic env is
 caught there). `bench/bench_tree.py` measures replay against the alternative.
 """
@@ -33,6 +37,7 @@ caught there). `bench/bench_tree.py` measures replay against the alternative.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import uuid
@@ -71,6 +76,13 @@ class TreeConfig(BaseModel):
     )
     token_logprob_threshold: float = Field(-2.0, description="a sampled token below it is a fork point")
     explore: float = Field(0.25, ge=0, description="bonus for points with few leaves below")
+    fork_outcome: Literal["success", "minmax"] = Field(
+        "success",
+        description="a leaf's outcome as fork points are scored: success (reward > 0 → 1, else 0; "
+        "TRACE's p(1 - p), the variance of Bernoulli success), or the reward min-max scaled to [0, 1] "
+        "over the leaves of the trees grown together, scored by its variance (graded rewards: "
+        "partial progress counts where no leaf succeeds yet)",
+    )
     max_parallel: int = Field(8, ge=1, description="branches run at once in a round")
     prompts: int = Field(
         1,
@@ -109,6 +121,7 @@ class _Point:
     at: int | None
     score: float
     depth: int
+    mixed: bool = False  # the leaves below disagree (p(1 - p) > 0)
 
 
 class TreeRollout:
@@ -160,8 +173,8 @@ class TreeRollout:
             for g, point in self._pick(grows, want) if not stalled else []:
                 kind = "token" if point.at is not None else "turn"
                 if point.at is not None:  # split once; every branch of the point shares the prefix
-                    point = _Point(
-                        self._split(g.tree, g.snaps, point.node, point.at), point.at, point.score, point.depth
+                    point = dataclasses.replace(
+                        point, node=self._split(g.tree, g.snaps, point.node, point.at)
                     )
                 for _ in range(min(cfg.branches, want - len(jobs))):
                     jobs.append(self._branch(g.tree, g.snaps, g.task, point))
@@ -286,37 +299,59 @@ class TreeRollout:
         return node
 
     # ---- choosing fork points -----------------------------------------------------------
-    def _points(self, tree: TrajectoryTree, snaps: dict[int, EpisodeState]) -> list[_Point]:
+    def _points(
+        self,
+        tree: TrajectoryTree,
+        snaps: dict[int, EpisodeState],
+        unit: Callable[[float], float] | None = None,
+    ) -> list[_Point]:
         """Every place `tree` could branch from now, scored::
 
         score(n) = p(1 - p) + explore / (1 + leaves below n)      p = mean outcome below n
+
+        with outcomes in [0, 1] (`unit`: default, `fork_outcome` over this tree's leaves).
         """
         cfg = self.config
-        stats = _subtree_outcomes(tree)
+        stats = _subtree_outcomes(tree, unit or _outcome_unit(cfg.fork_outcome, [tree]))
         points: list[_Point] = []
         for node in [-1, *range(len(tree.nodes))]:
-            n_leaves, total = stats.get(node, (0, 0.0))
+            n_leaves, total, squares = stats.get(node, (0, 0.0, 0.0))
             if n_leaves == 0:
                 continue
             p = total / n_leaves
-            score = p * (1 - p) + cfg.explore / (1 + n_leaves)
+            # success: TRACE's p(1 - p); scaled rewards: their variance, which is p(1 - p) for 0/1
+            # outcomes and 0 where the leaves agree (p(1 - p) of a mean would call agreeing
+            # leaves of 0.5 as mixed as a half-solved prefix)
+            spread = p * (1 - p) if cfg.fork_outcome == "success" else max(0.0, squares / n_leaves - p * p)
+            score = spread + cfg.explore / (1 + n_leaves)
             depth = len(tree.path(node)) if node >= 0 else 0
+            mixed = spread > 1e-12
             if cfg.branch_at in ("turn", "both") and node in snaps and not snaps[node].done:
-                points.append(_Point(node, None, score, depth))
+                points.append(_Point(node, None, score, depth, mixed))
             token_ok = cfg.branch_at in ("token", "both") and node >= 0 and not tree.nodes[node].continues
             if token_ok and _turn_head(tree, node)[0] in snaps:
                 j = uncertain_token(tree.nodes[node].turn, cfg)
                 if j is not None:
-                    points.append(_Point(node, j, score + 1e-3, depth))
+                    points.append(_Point(node, j, score + 1e-3, depth, mixed))
         return points
 
     def _pick(self, grows: list[_Growing], want: int) -> list[tuple[_Growing, _Point]]:
-        """The best-scored points over all the trees (ties to deeper points: more shared
-        tokens), enough for `want` branches; one point per node per round: a token split moves
-        the node's state after its turn to the new child, so a turn fork at the same node in
-        the same round would find no state to start from."""
-        ranked = [(g, q) for g in grows if g.replay_works for q in self._points(g.tree, g.snaps)]
-        ranked.sort(key=lambda c: (c[1].score, c[1].depth), reverse=True)
+        """The best-scored points over all the trees, enough for `want` branches; one point per
+        node per round: a token split moves the node's state after its turn to the new child,
+        so a turn fork at the same node in the same round would find no state to start from.
+
+        The trees' points compete on one scale: outcomes are made [0, 1] over all of them.
+        Ties (equal scores) go, where the leaves below disagree, to the deeper point: of the
+        prefixes above the same leaves the deepest is where those leaves parted, so its
+        branches retry the decision that split them, sharing the most tokens. Where the leaves
+        all agree there is no evidence of which turn mattered: to the shallower point, whose
+        branches re-sample most of the episode, the nearest thing to the independent episode
+        such a prefix deserves; the deepest turn of a failed path mostly replays its failure.
+        """
+        trees = [g.tree for g in grows]
+        unit = _outcome_unit(self.config.fork_outcome, trees)
+        ranked = [(g, q) for g in grows if g.replay_works for q in self._points(g.tree, g.snaps, unit)]
+        ranked.sort(key=lambda c: (c[1].score, c[1].depth if c[1].mixed else -c[1].depth), reverse=True)
         chosen: list[tuple[_Growing, _Point]] = []
         used: set[tuple[int, int]] = set()
         for g, q in ranked:
@@ -374,14 +409,30 @@ def _turn_head(tree: TrajectoryTree, node: int) -> tuple[int, Turn]:
     return parent, join_turns(parts[::-1]) if len(parts) > 1 else parts[0]
 
 
-def _subtree_outcomes(tree: TrajectoryTree) -> dict[int, tuple[int, float]]:
-    """node (and -1, the root) → (leaves below it, sum of their outcomes)."""
-    out: dict[int, tuple[int, float]] = {}
+def _outcome_unit(kind: str, trees: list[TrajectoryTree]) -> Callable[[float], float]:
+    """A leaf's outcome on [0, 1], as fork points are scored: success (reward > 0, as training
+    counts it), or the reward min-max scaled over the leaves of `trees` (one scale for the
+    trees that compete for one budget; all equal: 0, nothing to tell apart)."""
+    if kind == "success":
+        return lambda reward: 1.0 if reward > 0 else 0.0
+    rewards = [t.nodes[leaf].outcome_reward or 0.0 for t in trees for leaf in t.leaf_ids()]
+    lo, hi = min(rewards, default=0.0), max(rewards, default=0.0)
+    if hi <= lo:
+        return lambda reward: 0.0
+    return lambda reward: (reward - lo) / (hi - lo)
+
+
+def _subtree_outcomes(
+    tree: TrajectoryTree, unit: Callable[[float], float]
+) -> dict[int, tuple[int, float, float]]:
+    """node (and -1, the root) → (leaves below it, sum of their outcomes, sum of their squares),
+    each outcome `unit(reward)` (a leaf without one: reward 0)."""
+    out: dict[int, tuple[int, float, float]] = {}
     for leaf in tree.leaf_ids():
-        reward = tree.nodes[leaf].outcome_reward or 0.0
+        x = unit(tree.nodes[leaf].outcome_reward or 0.0)
         for node in [-1, *tree.path(leaf)]:
-            n, s = out.get(node, (0, 0.0))
-            out[node] = (n + 1, s + reward)
+            n, s, q = out.get(node, (0, 0.0, 0.0))
+            out[node] = (n + 1, s + x, q + x * x)
     return out
 
 
