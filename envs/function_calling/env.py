@@ -11,8 +11,14 @@ with the task suite) and `final_answer`. The episode ends when the model calls
 part, is the answer); the task's verifier scores it: `exact`, `numeric`, `contains`, or a
 user function.
 
-The state hash is a hash of the set of (tool, arguments, result) triples seen so far:
-trajectories that gathered the same information share it, whatever the order.
+The state hash is what the agent observes of the world: the task id, the episode's
+`ToolEpisode.state` (where host tools with state keep the world: the room a door led to),
+and the set of (tool, arguments, result) triples of the calls to tools without episode
+state (python, search, MCP, stateless host and sandboxed tools), whose world is what the
+agent has learned from them: that history, whatever its order. A call to a tool with state
+is in the state it left, not in the history, so a room reached by two paths is one state
+(GiGPO's anchors meet there); a call that never ran (an unknown tool, invalid arguments)
+is in neither.
 """
 
 from __future__ import annotations
@@ -60,6 +66,33 @@ result = ns[req["name"]](**req["args"])
 if result is not None:
     print(result if isinstance(result, str) else json.dumps(result, default=str))
 """
+
+
+_NEVER_RAN = ("unknown_tool", "invalid_arguments")
+
+
+def _wants_episode(fn: Any) -> bool:
+    """A host tool with state: it asks for the episode (a parameter named `episode`)."""
+    return "episode" in inspect.signature(fn).parameters
+
+
+def _canonical(value: Any) -> Any:
+    """`value` as JSON whose text is one for equal values and total over what a tool may keep:
+    dicts as [key, value] pairs sorted by their text (keys of mixed types are never compared),
+    sets sorted the same way, tuples as lists, other objects as their type and repr."""
+    if isinstance(value, Mapping):
+        return {"dict": sorted(([_canonical(k), _canonical(v)] for k, v in value.items()), key=_text)}
+    if isinstance(value, (set, frozenset)):
+        return {"set": sorted((_canonical(v) for v in value), key=_text)}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return {type(value).__name__: repr(value)}
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def extract_answer(content: str) -> str:
@@ -112,6 +145,7 @@ class ToolEnv(ToolCallingEnv):
         self.mcp_servers = as_configs(mcp_servers)
         self._mcp: list[MCPSession] = []
         self._seen: list[str] = []
+        self._stateful: set[str] = set()  # host tools with episode state
 
     def sandbox_spec(self, task: ToolTask) -> SandboxSpec:
         return SandboxSpec(image=task.image, network=False)
@@ -123,6 +157,9 @@ class ToolEnv(ToolCallingEnv):
         except ValueError as e:
             raise TaskError(f"task {task.id}: {e}") from e
         self._seen = []
+        self._stateful = {
+            d.name for d in task.tools if d.handler and _wants_episode(load_entry_point(d.handler))
+        }
         self._episode = ToolEpisode(task)
         return [
             self.system_message(task.system_prompt or self.system_prompt),
@@ -150,10 +187,17 @@ class ToolEnv(ToolCallingEnv):
         )
 
     def on_tool_result(self, call: ToolCall, result: ToolResult) -> None:
+        if call.name in self._stateful or result.error in _NEVER_RAN:
+            return  # its world is `self._episode.state` / it changed nothing and told nothing
         self._seen.append(stable_hash([call.name, call.arguments, result.content]))
 
     async def state_hash(self) -> str:
-        return stable_hash([self.task_id, sorted(self._seen)])
+        """The task, the state host tools keep (canonical: any keys and values) and what the
+        tools without state told (module docstring). An empty state adds nothing, so tasks
+        without such tools hash their history as they always have."""
+        state = self._episode.state
+        world = [_canonical(state)] if state else []
+        return stable_hash([self.task_id, sorted(self._seen), *world])
 
     # ---- tools --------------------------------------------------------------------------
     def _tools(self, task: ToolTask) -> list[Tool]:
@@ -216,7 +260,7 @@ class ToolEnv(ToolCallingEnv):
     def _declared(self, decl: ToolDecl) -> Tool:
         if decl.handler is not None:
             fn = load_entry_point(decl.handler)
-            wants_episode = "episode" in inspect.signature(fn).parameters
+            wants_episode = _wants_episode(fn)
 
             async def host(**args: Any) -> Any:
                 if wants_episode:
