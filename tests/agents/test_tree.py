@@ -49,9 +49,11 @@ async def test_leaves_train_with_the_tree_estimator(engine, tok):
     agent = agent_for(engine, tok, max_turns=4, max_new_tokens=8)
     result = await TreeRollout(agent, Countdown, TreeConfig(leaves=4, roots=1)).run({"id": "c", "start": 2})
     data = trajectories_to_dataproto(result.leaves, pad_token_id=tok.pad_token_id)
-    adv, values = compute_advantages(data, "tree")
+    adv, values = compute_advantages(data, "tree", normalize="none")
     assert adv.shape == data.batch["responses"].shape
     assert (values[data.batch["response_mask"] == 1] == 1.0).all()  # every leaf succeeds: V = 1
+    adv, values = compute_advantages(data, "tree")  # normalised within the group: all at its mean
+    assert (values == 0).all() and (adv == 0).all()
 
 
 async def test_a_nondeterministic_env_fails_the_fork_not_the_tree(engine, tok):
