@@ -383,6 +383,8 @@ class Agent:
         turn.env_s = time.perf_counter() - start
         turn.reward = float(reward)
         turn.env_state_hash = str(info.get("state_hash", ""))
+        label = info.get("step_label")
+        turn.step_label = None if label is None else float(label)
         calls = info.get("tool_calls") or []
         turn.tool_call_ok = all(c.get("ok") for c in calls) if calls else None
         state.infos.append(info)

@@ -36,9 +36,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 #: v2 tree_path, v3 Turn.anchor_state_hash and response_entropies, v4 Turn.anchor_observation,
-#: v5 Trajectory.episode_id
-SCHEMA_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+#: v5 Trajectory.episode_id, v6 Turn.step_label
+SCHEMA_VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 
 @dataclass(slots=True)
@@ -65,6 +65,11 @@ class Turn:
     #: turn, else the previous turn's observation), for GiGPO's similarity grouping of anchor
     #: states. "" when unknown.
     anchor_observation: str = ""
+    #: An oracle's label of this turn, where the env gives one (its step ``info["step_label"]``;
+    #: None otherwise): +1 the turn took a right action, -1 a wrong one (tool-cues' doors,
+    #: whose host tool labels its calls through `ToolEpisode.step_label`). Only an oracle
+    #: estimator reads it (``oracle_step``): the policy never sees it.
+    step_label: float | None = None
 
     def __post_init__(self) -> None:
         if len(self.response_logprobs) != len(self.response_ids):
@@ -263,6 +268,7 @@ def join_turns(parts: Sequence[Turn]) -> Turn:
         env_s=last.env_s,
         anchor_state_hash=parts[0].anchor_state_hash,
         anchor_observation=parts[0].anchor_observation,
+        step_label=last.step_label,
         response_entropies=(
             [x for p in parts for x in p.response_entropies]
             if all(p.response_entropies or not p.response_ids for p in parts)
@@ -316,6 +322,7 @@ _TURN = pa.struct(
         ("anchor_state_hash", pa.string()),
         ("response_entropies", pa.list_(pa.float32())),
         ("anchor_observation", pa.string()),
+        ("step_label", pa.float64()),
     ]
 )
 SCHEMA = pa.schema(

@@ -16,7 +16,8 @@ policy losses and `agg_loss` apply to it unchanged. `non_tensor_batch["uid"]` ho
 id (what GRPO normalises over), plus `traj_id`, `task_id` and, per row, one entry per turn:
 `anchor_state_hashes` (the env state each turn was taken from: GiGPO's anchor states),
 `anchor_observations` (the text each turn was taken from: GiGPO's similarity grouping),
-`next_state_hashes` (the state after each turn) and `tree_paths` (each turn's tree node).
+`next_state_hashes` (the state after each turn), `tree_paths` (each turn's tree node) and
+`step_labels` (an oracle's label of each turn, 0.0 where the env gave none: `oracle_step`).
 """
 
 from __future__ import annotations
@@ -110,6 +111,10 @@ def trajectories_to_dataproto(
                 tuple(t.tree_path) if t.tree_path else tuple((t.traj_id, k) for k in range(len(t.turns)))
                 for t in trajectories
             ]
+        ),
+        # +1 / -1 where the env labelled the turn right / wrong (Turn.step_label), else 0.0
+        "step_labels": _object_rows(
+            [tuple(float(turn.step_label or 0.0) for turn in t.turns) for t in trajectories]
         ),
     }
     return DataProto.from_dict(

@@ -108,10 +108,16 @@ class ToolEpisode:
     function of the agent's arguments cannot be: a door that moves the agent to another
     room, a cart that fills. The env passes it after the agent's arguments, so an agent that
     sends an `episode` argument of its own does not reach it. Task code sees it as
-    `arborl.tasks.HostToolEpisode` (tasks import nothing of envs)."""
+    `arborl.tasks.HostToolEpisode` (tasks import nothing of envs).
+
+    `step_label` is for oracles, not the agent: a tool may label the step its call is in
+    (e.g. +1 a right door, -1 a locked one: tool-cues). The env clears it before each step
+    and reports it as the step's ``info["step_label"]`` (the agent's `Turn.step_label`); it
+    is no part of `state`."""
 
     task: ToolTask
     state: dict[str, Any] = field(default_factory=dict)
+    step_label: float | None = None
 
 
 class ToolEnv(ToolCallingEnv):
@@ -176,6 +182,13 @@ class ToolEnv(ToolCallingEnv):
 
     async def on_no_tool_call(self, content: str) -> Step:
         return self._answered(extract_answer(content))
+
+    async def on_step(self, action: str) -> Step:
+        self._episode.step_label = None
+        step = await super().on_step(action)
+        if self._episode.step_label is not None:
+            step.info["step_label"] = float(self._episode.step_label)
+        return step
 
     def _answered(self, answer: str) -> Step:
         reward = score(answer, self.task)

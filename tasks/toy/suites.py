@@ -62,3 +62,27 @@ register_suite(
         tags=("tool", "multi-turn"),
     )
 )
+register_suite(
+    Suite(
+        "tool-cues",
+        "arborl/Tool-v0",
+        "arborl.tasks.toy.tool_cues:load_suite",
+        description="64 houses of six rooms, three doors a room: a cue on each room's wall says which door opens, by one rule never stated; a locked door costs a turn of a budget that tolerates three",
+        gold="arborl.tasks.toy.tool_cues:gold_policy",
+        empty="arborl.tasks.toy.tool_cues:empty_policy",
+        max_turns=10,
+        tags=("tool", "multi-turn"),
+    )
+)
+register_suite(
+    Suite(
+        "tool-cues-single",
+        "arborl/Tool-v0",
+        "arborl.tasks.toy.tool_cues:load_single",
+        description="tool-cues' control: the blue door opens in every room whatever its cue (step credit has nothing to add)",
+        gold="arborl.tasks.toy.tool_cues:gold_policy",
+        empty="arborl.tasks.toy.tool_cues:empty_policy",
+        max_turns=10,
+        tags=("tool", "multi-turn"),
+    )
+)

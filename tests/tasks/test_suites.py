@@ -58,7 +58,15 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = {
     "osworld": {"desktop-mini"},
     "swebench": {"swe-mini", "swe-real"},
-    "toy": {"tool-mini", "tool-maze", "tool-doors", "tool-mix", "tool-mix-houses"},
+    "toy": {
+        "tool-mini",
+        "tool-maze",
+        "tool-doors",
+        "tool-mix",
+        "tool-mix-houses",
+        "tool-cues",
+        "tool-cues-single",
+    },
     "web": {"web-mini", "web-miniwob", "web-miniwob-all"},
     "textworld": {"textworld-coin", "textworld-treasure", "textworld-cooking", "textworld-simple"},
 }
