@@ -37,12 +37,11 @@ caught there). `bench/bench_tree.py` measures replay against the alternative.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import gymnasium
@@ -173,9 +172,7 @@ class TreeRollout:
             for g, point in self._pick(grows, want) if not stalled else []:
                 kind = "token" if point.at is not None else "turn"
                 if point.at is not None:  # split once; every branch of the point shares the prefix
-                    point = dataclasses.replace(
-                        point, node=self._split(g.tree, g.snaps, point.node, point.at)
-                    )
+                    point = replace(point, node=self._split(g.tree, g.snaps, point.node, point.at))
                 for _ in range(min(cfg.branches, want - len(jobs))):
                     jobs.append(self._branch(g.tree, g.snaps, g.task, point))
                     owners.append(g)
@@ -380,21 +377,15 @@ def uncertain_token(turn: Turn, cfg: TreeConfig) -> int | None:
 
 
 def _suffix(turn: Turn, at: int) -> Turn:
-    """`turn` without its first `at` response tokens (the part a token fork re-samples)."""
-    return Turn(
-        turn.response_ids[at:],
-        turn.response_logprobs[at:],
+    """`turn` without its first `at` response tokens (the part a token fork re-samples); every
+    other field (rewards, states, the step label, timings) is the turn's own."""
+    return replace(
+        turn,
+        response_ids=turn.response_ids[at:],
+        response_logprobs=turn.response_logprobs[at:],
         observation_ids=list(turn.observation_ids),
         policy_versions=(turn.policy_versions or [-1] * len(turn.response_ids))[at:],
         response_entropies=turn.response_entropies[at:],
-        reward=turn.reward,
-        env_state_hash=turn.env_state_hash,
-        anchor_state_hash=turn.anchor_state_hash,
-        anchor_observation=turn.anchor_observation,
-        finish_reason=turn.finish_reason,
-        tool_call_ok=turn.tool_call_ok,
-        gen_s=turn.gen_s,
-        env_s=turn.env_s,
     )
 
 

@@ -10,7 +10,8 @@ from countdown import Countdown
 
 from arborl.agents.credit import compute_advantages
 from arborl.agents.engines import HFEngineConfig, make_engine
-from arborl.agents.tree import TreeConfig, TreeRollout
+from arborl.agents.trajectory import Turn
+from arborl.agents.tree import TreeConfig, TreeRollout, _suffix
 from arborl.trainer.dataproto import trajectories_to_dataproto
 
 
@@ -253,3 +254,12 @@ async def test_run_many_grows_every_tree_within_one_budget(engine, tok):
     results = await trees.run_many([{"id": "a", "start": 2}, {"id": "b", "start": 3}], ["ga", "gb"], budget=7)
     assert sum(len(r.leaves) for r in results) == 7 and all(len(r.leaves) >= 1 for r in results)
     assert [{leaf.group_id for leaf in r.leaves} for r in results] == [{"ga"}, {"gb"}]
+
+
+def test_a_token_forks_suffix_keeps_every_field_but_the_tokens_it_drops():
+    turn = Turn(
+        [5, 6, 7], [-0.1, -0.2, -0.3], observation_ids=[9], reward=1.0, anchor_state_hash="s", step_label=-1.0
+    )
+    tail = _suffix(turn, 1)
+    assert tail.response_ids == [6, 7] and tail.response_logprobs == [-0.2, -0.3]
+    assert (tail.step_label, tail.reward, tail.anchor_state_hash) == (-1.0, 1.0, "s")
