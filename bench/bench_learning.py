@@ -20,14 +20,22 @@ teaches the format and the tools but not which door leads on. Then, from it, fou
 Every mode runs until it has generated as many tokens as GRPO's run of the same seed (GRPO
 runs `--steps` steps, first in each seed's round; tree leaves share their prefixes, so a
 tree mode takes more steps for the same tokens), seeds interleaved (seed 0 of every mode,
-then seed 1, ...; run seed i for every mode of round i, all on the same task stream).
+then seed 1, ...). Seed i is the run seed of every mode of round i (its rollouts' sampling
+seed) and picks round i's training task stream (`tasks.seed = i`): the modes of a seed see
+the same tasks in the same order, so the comparison stays paired, and the interval over seeds
+includes which tasks a run drew; the held-out tasks are the same for all.
 Held-out success is sampled at the rollout temperature (64 tasks x `--samples`) before RL
 and after every run; each mode's difference against GRPO is paired by seed, with a 95 %
-t interval. Also: tokens generated per trajectory, the fraction of uniform groups (no
-signal for GRPO), the PPO clip fraction, RL wall clock.
+t interval. Also: RL steps and optimizer steps (PPO mini-batch updates: a tree mode's
+smaller steps make more of them for the same tokens), tokens generated per trajectory, the
+fraction of uniform groups (no signal for GRPO), the PPO clip fraction, RL wall clock.
+`--kl-coef` (a KL to the warm start, `--kl-type` its estimator) and `--entropy-coeff` add
+verl's loss terms; a run whose entropy explodes is stopped by the trainer's guard
+(`run.entropy_guard`) and marked in the table.
 
     python bench/bench_learning.py [--suite tool-maze|tool-doors|tool-mix-houses] [--quick] [--seeds 5]
                                    [--steps 60] [--sft-steps 300]
+                                   [--kl-coef 0.001 --kl-type low_var_kl] [--entropy-coeff 0.001]
                                    [--init RUN_OR_MODEL] [--modes grpo,gigpo,tree+tree,tree+gigpo]
 
 Any other registered suite runs too (e.g. issue 34's `sokoban-6x6`): name its training stream
@@ -86,13 +94,15 @@ DOCS = HERE.parent / "docs"
 
 
 # What a run's record keeps of its metrics: the table's and the figure's inputs, and what a
-# failed run is read by (entropy, gradient norm, advantage size, reply length).
+# failed run is read by (entropy, gradient norm, advantage size, reply length), and the reason
+# of a `stopped` event (the entropy guard).
 RECORD_KEYS = (
     "phase", "step", "time", "rolled_back", "bench/generated_total", "bench/generated_tokens",
     "batch/uniform_group_fraction", "batch/uniform_groups", "batch/advantage_abs_mean",
     "anchors/turns_shared", "anchors/group_size", "actor/pg_clipfrac", "actor/pg_clipfrac_max",
-    "actor/entropy", "actor/grad_norm", "actor/ppo_kl", "actor/pg_loss", "rollout/reward",
-    "rollout/success", "rollout/response_tokens", "rollout/turns",
+    "actor/entropy", "actor/grad_norm", "actor/ppo_kl", "actor/pg_loss", "actor/kl_loss",
+    "actor/updates", "bench/optimizer_steps", "rollout/reward", "rollout/success",
+    "rollout/response_tokens", "rollout/turns", "reason",
 )  # fmt: skip
 
 
@@ -118,7 +128,7 @@ def save_record(path: Path, run_dir: Path, after: float) -> None:
             if k in RECORD_KEYS
         }
         for e in read_metrics(run_dir)
-        if e["phase"] == "rl" or (e["phase"] == "eval-rl" and e["step"] == 0)
+        if e["phase"] in ("rl", "stopped") or (e["phase"] == "eval-rl" and e["step"] == 0)
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"after": after, "events": events}, separators=(",", ":")) + "\n")
@@ -208,6 +218,8 @@ class TokenBudgetReinforce(Reinforce):
         self.generated += tokens
         m["bench/generated_tokens"] = tokens / max(1, len(trajs))
         m["bench/generated_total"] = self.generated
+        # the RL learner's optimizer steps so far (PPO mini-batch updates; skipped ones not)
+        m["bench/optimizer_steps"] = float(self.ctx.learner.steps)
         if self.budget is not None and self.generated >= self.budget:
             # this step is the last (and evaluated): the phase's target, and the config's
             self.ctx.cfg.run.steps = self.pacer.target = self.ctx.state.version
@@ -260,6 +272,41 @@ def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
     return TrainConfig.model_validate(cfg)
 
 
+def run_config(args: argparse.Namespace, run_dir: Path, model: str, mode: str, seed: int) -> TrainConfig:
+    """The RL run of `mode` and seed `seed` from the warm start `model`: run seed `seed` (its
+    rollouts' sampling), the seed's training stream, the loss terms of the flags."""
+    steps = args.steps if mode == "grpo" else int(args.steps * args.max_steps_factor)
+    return config(
+        run_dir,
+        args,
+        model={"path": model},
+        run={"steps": steps, "seed": seed},
+        tasks={"seed": task_seed(seed, args.task_streams)},
+        learner=stability(args),
+        **MODES[mode],
+    )
+
+
+PER_SEED = "per-seed"
+
+
+def task_seed(seed: int, streams: str = PER_SEED) -> int:
+    """`tasks.seed` of run seed `seed`: each seed its own training stream, shared by every mode
+    of the seed (the comparison stays paired), so the interval over seeds includes which tasks
+    a run drew. ``shared``: seed 0's stream for all (benchmarks recorded before)."""
+    return seed if streams == PER_SEED else 0
+
+
+def stability(args: argparse.Namespace) -> dict[str, Any]:
+    """The learner's KL and entropy terms from `--kl-coef`, `--kl-type`, `--entropy-coeff`."""
+    return {
+        "use_kl_loss": args.kl_coef > 0,
+        "kl_loss_coef": args.kl_coef,
+        "kl_loss_type": args.kl_type,
+        "entropy_coeff": args.entropy_coeff,
+    }
+
+
 def tiny_model(args: argparse.Namespace) -> dict[str, Any]:
     """`model.tiny`: the size `--model` names, its tokenizer trained on `--tokenizer-text`."""
     tiny = main_job_model() if args.model == "main" else {}
@@ -307,13 +354,17 @@ def suite_settings(args: argparse.Namespace) -> None:
 
 
 def heldout_loader(args: argparse.Namespace) -> Any:
-    """`--heldout`'s tasks, once checked to share no task with the training stream's first
-    `4 x --eval-size` (a stream that cycles its games, as TextWorld's does, shows them all)."""
+    """`--heldout`'s tasks, once checked to share no task with the first `4 x --eval-size` of
+    any seed's training stream (a stream that cycles its games, as TextWorld's does, shows
+    them all)."""
     options = json.loads(args.heldout_options or "{}")
 
     def load() -> list[Any]:
         tasks = list(resolve(args.heldout)(args.eval_size, **options))
-        trained = {t.id for t in resolve(args.train)(4 * args.eval_size, 0, **args.train_options)}
+        seeds = {task_seed(s) for s in range(args.seeds)} | {0}  # 0: the warm start's stream
+        trained = {
+            t.id for s in seeds for t in resolve(args.train)(4 * args.eval_size, s, **args.train_options)
+        }
         shared = sorted({t.id for t in tasks} & trained)
         if shared:
             raise SystemExit(f"--heldout shares tasks with the training stream: {shared[:5]}")
@@ -378,6 +429,18 @@ def run_stats(metrics: list[dict[str, Any]]) -> dict[str, float]:
     logged = lambda k: any(k in e for e in events)  # noqa: E731
     return {
         "steps": float(len(events)),
+        # optimizer steps (PPO mini-batch updates; a batch without signal makes none): the
+        # learner's count; NaN for runs from before records kept it
+        "updates": max(e["bench/optimizer_steps"] for e in events if "bench/optimizer_steps" in e)
+        if logged("bench/optimizer_steps")
+        else math.nan,
+        # ended by a guard (the entropy guard: run.entropy_guard), not resumed past it since
+        "stopped": float(
+            any(
+                e["phase"] == "stopped" and e["step"] >= (events[-1]["step"] if events else 0)
+                for e in metrics
+            )
+        ),
         "tokens": events[-1]["bench/generated_total"] if events else 0.0,
         "tokens_per_traj": mean("bench/generated_tokens"),
         # older runs logged only the dropped groups' count (all uniform ones, of 4 a step)
@@ -397,6 +460,15 @@ def run_stats(metrics: list[dict[str, Any]]) -> dict[str, float]:
             (e["bench/generated_total"] for e in events if e["rollout/success"] >= 0.9), float("nan")
         ),
     }
+
+
+def stability_text(args: argparse.Namespace) -> str:
+    """The KL and entropy terms, as the table's header states them ('' when both are off)."""
+    kl = getattr(args, "kl_coef", 0.0)
+    terms = [f"KL to the warm start {kl:g} ({args.kl_type})"] if kl else []
+    if getattr(args, "entropy_coeff", 0.0):
+        terms.append(f"entropy bonus {args.entropy_coeff:g}")
+    return f"Loss terms: {', '.join(terms)}. " if terms else ""
 
 
 def interval(diffs: list[float]) -> tuple[float, float]:
@@ -530,6 +602,20 @@ def main() -> None:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--lr", type=float, default=1e-4, help="short runs: above the main job's 3e-5")
     ap.add_argument("--temperature", type=float, default=0.6)
+    ap.add_argument(
+        "--kl-coef",
+        type=float,
+        default=0.0,
+        help="KL to the warm start in the loss, this weight (learner.use_kl_loss, kl_loss_coef; 0: off)",
+    )
+    ap.add_argument(
+        "--kl-type",
+        default="low_var_kl",
+        help="verl's KL estimator (learner.kl_loss_type): kl, mse, low_var_kl, ...",
+    )
+    ap.add_argument(
+        "--entropy-coeff", type=float, default=0.0, help="entropy bonus weight (learner.entropy_coeff)"
+    )
     ap.add_argument("--samples", type=int, default=4, help="held-out samples per task")
     ap.add_argument("--eval-size", type=int, default=64)
     ap.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
@@ -587,7 +673,13 @@ def main() -> None:
         print(f"warm start: {model} (digest {digest})")
         return
     start_file = records / "start.json"
-    start = json.loads(start_file.read_text()) if recorded is not None else {"command": command_line()}
+    start = (
+        json.loads(start_file.read_text())
+        if recorded is not None
+        else {"command": command_line(), "task_streams": PER_SEED}
+    )
+    # a benchmark recorded before seeds had their own streams goes on with the one stream
+    args.task_streams = start.get("task_streams", "shared")
     records.mkdir(parents=True, exist_ok=True)
     start_file.write_text(json.dumps({**start, "before": before, "digest": digest}, indent=1) + "\n")
     runs: dict[str, list[list[dict[str, Any]]]] = {m: [] for m in modes}
@@ -611,10 +703,7 @@ def main() -> None:
                 continue
             if not (args.resume and list((run_dir / "checkpoints").glob("step-*"))):
                 shutil.rmtree(run_dir, ignore_errors=True)  # else the trainer resumes its checkpoint
-            steps = args.steps if name == "grpo" else int(args.steps * args.max_steps_factor)
-            cfg = config(
-                run_dir, args, model={"path": model}, run={"steps": steps, "seed": seed}, **MODES[name]
-            )
+            cfg = run_config(args, run_dir, model, name, seed)
             asyncio.run(TokenBudgetTrainer(cfg, budget).run())
             s = run_stats(read_metrics(run_dir))
             if name == "grpo":
@@ -626,7 +715,8 @@ def main() -> None:
             after[name].append(a)
             stats[name].append(s)
             print(
-                f"{name} seed {seed}: {s['steps']:.0f} steps, {s['tokens']:.0f} tokens, "
+                f"{name} seed {seed}: {s['steps']:.0f} steps ({s['updates']:.0f} optimizer steps), "
+                f"{s['tokens']:.0f} tokens{', stopped by the entropy guard' if s['stopped'] else ''}, "
                 f"held-out {before:.1%} -> {a:.1%}",
                 flush=True,
             )
@@ -657,6 +747,7 @@ def report(args: argparse.Namespace, modes: list[str]) -> None:
     after = {m: [rec[0] for rec in loaded[m]] for m in modes}
     stats = {m: [rec[2] for rec in loaded[m]] for m in modes}
     args.seeds = seeds
+    args.task_streams = start.get("task_streams", "shared")
     plot(
         {m: [rec[1] for rec in loaded[m]] for m in modes},
         after,
@@ -678,7 +769,13 @@ def write_table(
     rows = []
     for name in modes:
         s = stats[name]
-        avg = lambda k, s=s: statistics.mean(x[k] for x in s)  # noqa: E731
+        # NaN where a record is older than the number (a record kept without its metrics)
+        avg = lambda k, s=s: statistics.mean(x.get(k, math.nan) for x in s)  # noqa: E731
+        updates = "—" if math.isnan(avg("updates")) else f"{avg('updates'):.0f}"
+        # † a run the entropy guard stopped
+        per_seed = " / ".join(
+            f"{a:.0%}{'†' if x.get('stopped') else ''}" for a, x in zip(after[name], s, strict=True)
+        )
         diffs = [a - g for a, g in zip(after[name], after["grpo"], strict=True)]
         mean, half = interval(diffs)
         vs = "—" if name == "grpo" else f"{mean:+.1%} ({mean - half:+.1%} to {mean + half:+.1%})"
@@ -692,7 +789,7 @@ def write_table(
             to90 = f"{statistics.mean(fast):.1f}k ({m90:+.1f}k, {m90 - h90:+.1f}k to {m90 + h90:+.1f}k)"
         rows.append(
             f"| {name} | {len(s)} | {before:.1%} → **{statistics.mean(after[name]):.1%}** "
-            f"| {' / '.join(f'{a:.0%}' for a in after[name])} | {vs} | {avg('steps'):.0f} "
+            f"| {per_seed} | {vs} | {avg('steps'):.0f} | {updates} "
             f"| {avg('tokens') / 1000:.1f}k | {avg('tokens_per_traj'):.0f} | {avg('uniform'):.0%} "
             f"| {avg('clip'):.3f} | {avg('anchor_shared'):.0%} | {avg('anchor_size'):.2f} "
             f"| {avg('seconds'):.0f} | {avg('reward_first'):.2f} → {avg('reward_last'):.2f} | {to90} |"
@@ -711,11 +808,15 @@ Suite `{args.suite}`, training tasks `{args.train}` {json.dumps(args.train_optio
 GiGPO options {json.dumps(args.gigpo_options)}; \
 {f"tree options {json.dumps(args.tree_options)}; " if args.tree_options else ""}sync RL, 4 groups x 8 a step, lr {args.lr:g}, temperature {args.temperature}, 2 mini-batches a \
 batch; GRPO runs {args.steps} steps and every other mode stops at GRPO's generated tokens of \
-the same seed (at most {args.max_steps_factor:g}x the steps). Held-out success sampled: \
-{args.eval_size} tasks x {args.samples} samples. {args.seeds} seed{"s" if args.seeds != 1 else ""}, interleaved.
+the same seed (at most {args.max_steps_factor:g}x the steps); optimizer steps are PPO \
+mini-batch updates, summed over the run. {stability_text(args)}Training tasks: \
+{"each seed its own stream (tasks.seed = the seed), every mode of a seed the same" if args.task_streams == PER_SEED else "one stream (tasks.seed 0) for every seed and mode"}; \
+rollouts seeded by the run seed. Held-out success sampled: \
+{args.eval_size} tasks x {args.samples} samples. {args.seeds} seed{"s" if args.seeds != 1 else ""}, interleaved. \
+† a run the entropy guard stopped (`run.entropy_guard`; its held-out success is its policy's there).
 
-| mode | seeds | held-out, before → after (mean) | per seed | − GRPO, paired (95 % interval) | RL steps | generated tokens | tokens / trajectory | uniform groups | clip fraction | turns in a shared anchor group | anchor group size | RL seconds | rollout reward, first → last 5 steps | tokens until rollouts succeed 90 % (− GRPO, 95 %) |
-|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|
+| mode | seeds | held-out, before → after (mean) | per seed | − GRPO, paired (95 % interval) | RL steps | optimizer steps | generated tokens | tokens / trajectory | uniform groups | clip fraction | turns in a shared anchor group | anchor group size | RL seconds | rollout reward, first → last 5 steps | tokens until rollouts succeed 90 % (− GRPO, 95 %) |
+|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|
 {chr(10).join(rows)}
 
 ![curves](../../docs/{figure.name})

@@ -180,13 +180,130 @@ def test_kl_to_the_reference_starts_at_zero_and_grows(base_model):
     model, ref = copy.deepcopy(base_model), copy.deepcopy(base_model)
     data = batch(model)
     data.batch["advantages"] = data.batch["response_mask"].float()
-    learner = Learner(model, LearnerConfig(lr=3e-3, temperature=T, kl_coef=0.1), ref_model=ref)
-    assert learner.ppo_update(data)["actor/kl"] == pytest.approx(0.0, abs=1e-6)
+    cfg = LearnerConfig(lr=3e-3, temperature=T, use_kl_loss=True, kl_loss_coef=0.1)
+    learner = Learner(model, cfg, ref_model=ref)
+    first = learner.ppo_update(data)
+    assert first["actor/kl_loss"] == pytest.approx(0.0, abs=1e-6) and first["actor/kl_coef"] == 0.1
     for _ in range(3):
-        kl = learner.ppo_update(data)["actor/kl"]
+        kl = learner.ppo_update(data)["actor/kl_loss"]
     assert kl > 1e-5
-    with pytest.raises(ValueError, match="reference model"):
-        Learner(model, LearnerConfig(kl_coef=0.1))
+    with pytest.raises(ValueError, match="reference policy"):
+        Learner(model, cfg).ppo_update(data)
+
+
+def _entropy(logits: torch.Tensor) -> torch.Tensor:
+    logp = torch.log_softmax(logits, -1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def _plain_loss(model, ref, data, cfg: LearnerConfig) -> torch.Tensor:
+    """verl's actor loss, one token at a time: vanilla PPO (clip, dual clip) around the
+    behaviour policy, minus entropy_coeff x the token's entropy, plus kl_loss_coef x low_var_kl
+    to `ref` (``e^(ref - logp) - (ref - logp) - 1``, clamped to [-10, 10]); token-mean."""
+    b = data.batch
+    r = b["responses"].shape[1]
+    fwd = dict(input_ids=b["input_ids"], attention_mask=b["attention_mask"], position_ids=b["position_ids"])
+    logits = model(**fwd).logits[:, -r - 1 : -1].float() / T
+    with torch.no_grad():
+        ref_logits = ref(**fwd).logits[:, -r - 1 : -1].float() / T
+    terms = []
+    for i in range(len(data)):
+        for t in range(r):
+            if not b["response_mask"][i, t]:
+                continue
+            token = b["responses"][i, t]
+            logp = torch.log_softmax(logits[i, t], -1)[token]
+            ref_logp = float(torch.log_softmax(ref_logits[i, t], -1)[token])
+            a, old = float(b["advantages"][i, t]), float(b["rollout_log_probs"][i, t])
+            ratio = torch.exp(logp - old)
+            clipped = torch.maximum(
+                -a * ratio, -a * ratio.clamp(1 - cfg.clip_ratio_low, 1 + cfg.clip_ratio_high)
+            )
+            pg = torch.minimum(clipped, torch.tensor(-a * cfg.clip_ratio_c)) if a < 0 else clipped
+            d = ref_logp - logp
+            kl = (torch.exp(d) - d - 1).clamp(-10, 10)
+            terms.append(pg - cfg.entropy_coeff * _entropy(logits[i, t]) + cfg.kl_loss_coef * kl)
+    return torch.stack(terms).mean()
+
+
+def test_the_loss_is_verls_pg_minus_entropy_plus_kl_computed_in_a_plain_loop(base_model):
+    """Loss and gradient of one update equal verl's formula written out token by token, with
+    the policy away from its reference (so the KL is not 0) and from the behaviour policy
+    (so the clip engages), over several micro-batches."""
+    model, ref = copy.deepcopy(base_model), copy.deepcopy(base_model)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    data = batch(model)
+    mask = data.batch["response_mask"]
+    data.batch["advantages"] = torch.linspace(-1.5, 1.5, 6).unsqueeze(1) * mask
+    cfg = LearnerConfig(
+        lr=1e-3,
+        temperature=T,
+        correction="none",  # π_prox := π_behav, 5 % off the policy: some ratios are clipped
+        clip_ratio_low=0.02,
+        clip_ratio_high=0.02,
+        micro_batch_size=4,
+        grad_clip=1e9,
+        entropy_coeff=0.03,
+        use_kl_loss=True,
+        kl_loss_coef=0.5,
+        kl_loss_type="low_var_kl",
+    )
+    learner = Learner(model, cfg, ref_model=ref)
+    learner.optimizer.step = lambda: None  # keep the gradient to compare it
+    metrics = learner.ppo_update(data)
+    assert 0 < metrics["actor/pg_clipfrac"] < 1 and metrics["actor/kl_loss"] > 1e-3
+    got = torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    plain_model = copy.deepcopy(base_model)
+    loss = _plain_loss(plain_model, ref, data, cfg)
+    assert metrics["actor/loss"] == pytest.approx(float(loss), rel=1e-4, abs=1e-6)
+    assert metrics["actor/loss"] == pytest.approx(
+        metrics["actor/pg_loss"] - 0.03 * metrics["actor/entropy"] + 0.5 * metrics["actor/kl_loss"], rel=1e-5
+    )
+    want = torch.autograd.grad(loss, list(plain_model.parameters()))
+    torch.testing.assert_close(got, torch.cat([g.flatten() for g in want]), rtol=1e-3, atol=1e-6)
+
+
+def test_the_entropy_term_changes_the_gradient(base_model):
+    """With zero advantages the policy loss gives no gradient; the entropy bonus alone does,
+    and a step along it raises the entropy."""
+    data = batch(base_model)
+    data.batch["advantages"] = torch.zeros_like(data.batch["response_mask"], dtype=torch.float32)
+    runs = {}
+    for coeff in (0.0, 0.5):
+        model = copy.deepcopy(base_model)
+        learner = Learner(model, LearnerConfig(lr=1e-2, temperature=T, entropy_coeff=coeff))
+        first = learner.ppo_update(data)
+        runs[coeff] = (first, learner.ppo_update(data))
+    assert runs[0.0][0]["actor/grad_norm"] == 0.0
+    assert runs[0.5][0]["actor/grad_norm"] > 1e-3
+    assert runs[0.5][1]["actor/entropy"] > runs[0.5][0]["actor/entropy"]
+
+
+def test_the_reference_keeps_the_initial_weights_through_updates(base_model):
+    """π_ref is a frozen copy: after several updates its log-probs are still the initial
+    policy's, while the policy's have moved."""
+    model = copy.deepcopy(base_model)
+    data = batch(model)
+    data.batch["advantages"] = torch.tensor([1.0, -1.0] * 3).unsqueeze(1) * data.batch["response_mask"]
+    cfg = LearnerConfig(lr=3e-3, temperature=T, use_kl_loss=True, kl_loss_coef=0.01)
+    learner = Learner(model, cfg, ref_model=copy.deepcopy(model))
+    initial = learner.compute_logprobs(data)
+    for _ in range(4):
+        learner.ppo_update(data)
+    assert not any(p.requires_grad for p in learner.ref_model.parameters())
+    assert torch.equal(learner.compute_logprobs(data, learner.ref_model), initial)
+    assert (learner.compute_logprobs(data) - initial).abs().max() > 1e-3
+
+
+def test_kl_and_entropy_settings_are_verls_names():
+    with pytest.raises(ValueError, match="kl_coef → kl_loss_coef"):
+        LearnerConfig(kl_coef=0.1)
+    with pytest.raises(ValueError, match="not one of verl's kl_penalty estimators"):
+        LearnerConfig(kl_loss_type="k4")
+    assert LearnerConfig(kl_loss_type="low_var_kl+").kl_loss_type == "low_var_kl+"
 
 
 @pytest.mark.parametrize("loss_mode", ["gspo", "cispo", "clip_cov"])

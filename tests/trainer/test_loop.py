@@ -158,7 +158,7 @@ def test_kl_to_the_starting_policy_and_a_step_level_estimator(tmp_path):
     cfg = config(
         tmp_path / "kl",
         sft={"steps": 0},
-        learner={"kl_coef": 0.05},
+        learner={"use_kl_loss": True, "kl_loss_coef": 0.05},
         algorithm={
             "estimator": "gigpo",
             "drop_uniform_groups": False,
@@ -169,7 +169,7 @@ def test_kl_to_the_starting_policy_and_a_step_level_estimator(tmp_path):
     )
     asyncio.run(Trainer(cfg).run())
     rl = [e for e in read_metrics(tmp_path / "kl") if e["phase"] == "rl"]
-    assert len(rl) == 2 and all("actor/kl" in e for e in rl)
+    assert len(rl) == 2 and all("actor/kl_loss" in e for e in rl)
     # every episode of a task starts from its reset state: the first turns of a group share an
     # anchor, so some turns are in non-singleton groups and a group holds more than one turn
     for e in rl:

@@ -22,6 +22,7 @@ from arborl.agents.context import ContextMode, check_budget
 from arborl.agents.tiny import TinyModelConfig
 from arborl.agents.tree import TreeConfig
 
+from .guards import EntropyGuardConfig
 from .learner import LearnerConfig
 
 MAIN_JOB = Path(__file__).with_name("main_job.yaml")
@@ -69,7 +70,10 @@ class TasksConfig(_Strict):
     train_size: int = Field(20000, ge=1, description="tasks drawn from the generator (cycled)")
     eval_suite: str = Field("tool-mini", description="held-out suite for success-rate evaluation")
     eval_size: int = Field(64, ge=1, description="tasks of it evaluated (the first N)")
-    seed: int = 0
+    seed: int = Field(
+        0,
+        description="the training stream's seed (its tasks and their order); the held-out tasks do not depend on it",
+    )
 
 
 class RolloutConfig(_Strict):
@@ -220,7 +224,16 @@ class RunConfig(_Strict):
     eval_every: int = Field(20, ge=1, description="RL steps between evaluations")
     checkpoint_every: int = Field(20, ge=1, description="RL steps between checkpoints")
     keep_checkpoints: int = Field(2, ge=1)
-    seed: int = 0
+    seed: int = Field(
+        0,
+        ge=0,
+        description="Python, NumPy and torch seeds, and the rollouts' sampling seed: each generation "
+        "draws its noise from (seed, task index, episode of the group, turn), so a sync run repeats",
+    )
+    entropy_guard: EntropyGuardConfig = Field(
+        default_factory=EntropyGuardConfig,
+        description="stop the run when the policy's entropy explodes (trainer/local/guards.py)",
+    )
     resume: bool | Literal["auto"] = Field(
         "auto", description="continue from the run directory's latest checkpoint (auto: if there is one)"
     )

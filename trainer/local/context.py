@@ -37,7 +37,7 @@ from .config import RolloutConfig, TrainConfig
 from .learner import Learner
 from .metrics_log import MetricsLogger, read_metrics, success_metrics
 from .progress import PhaseBar, Progress
-from .rollout import max_staleness
+from .rollout import RolloutAgent, max_staleness
 from .store import TrajectoryStore
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,7 @@ class RunContext:
         self.cuts: dict[str, Cut] = {}  # what the time budget planned for each phase
         self.last_eval_s = 0.0  # how long the latest held-out evaluation took
         self.redo: list[int] = []  # task indices a resume runs again (in flight when it stopped)
+        self.stopped: str | None = None  # why a guard stopped the run (None: it was not)
 
     # ---- setup -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -86,7 +87,7 @@ class RunContext:
         self._load_tasks()
         self.engine = self._make_engine(base, weights)
         self._make_agents()
-        self._make_learner(weights)
+        self._make_learner()
         if resume:
             self._restore(latest)
 
@@ -162,11 +163,12 @@ class RunContext:
     def _make_agents(self) -> None:
         """The sampling agent (rollouts) and the greedy one (evaluations) over the engine."""
         ro = self.cfg.rollout
-        sampling = SamplingParams(temperature=ro.temperature, top_p=ro.top_p)
+        # seeded: a run repeats its rollouts (each episode of a group draws its own noise)
+        sampling = SamplingParams(temperature=ro.temperature, top_p=ro.top_p, seed=self.cfg.run.seed)
         budgets: dict[str, Any] = {"max_turns": ro.max_turns, "max_new_tokens": ro.max_new_tokens}
         budgets["max_context_tokens"] = ro.max_context_tokens
         budgets["context"] = ro.context
-        self.agent = Agent(self.engine, self.tokenizer, AgentConfig(sampling=sampling, **budgets))
+        self.agent = RolloutAgent(self.engine, self.tokenizer, AgentConfig(sampling=sampling, **budgets))
         self.greedy = Agent(
             self.engine, self.tokenizer, AgentConfig(sampling=SamplingParams(temperature=0), **budgets)
         )
@@ -175,19 +177,48 @@ class RunContext:
         if ro.harness == "mini_swe_agent":
             self.rollouts = mini_swe_agent_runner(self.engine, self.tokenizer, ro)
 
-    def _make_learner(self, weights: str) -> None:
-        """The learner (with a frozen reference model when KL is on) and the group buffer."""
+    def _make_learner(self) -> None:
+        """The learner (its KL reference comes at RL's start: `anchor_reference`) and the
+        group buffer."""
         cfg, ro = self.cfg, self.cfg.rollout
         learner_cfg = cfg.learner.model_copy(update={"temperature": ro.temperature})
-        ref = None
-        if learner_cfg.kl_coef > 0:  # the KL anchor: the policy as the run starts (after any warm start)
-            ref = self._from_pretrained(weights).eval().requires_grad_(False)
-        self.learner = Learner(self.model, learner_cfg, ref_model=ref)
+        self.learner = Learner(self.model, learner_cfg)
         self.buffer = GroupBuffer(
             capacity=max(2 * ro.groups_per_step, cfg.async_.max_groups_in_flight),
             max_staleness=max_staleness(cfg.async_),
             stale=cfg.async_.stale,
         )
+
+    def anchor_reference(self) -> None:
+        """With `learner.use_kl_loss`, freeze the KL's reference policy: the policy as RL starts
+        (after the warm start, if any). Its weights are kept in the run directory
+        (`reference/`) the first time, so that a resumed run anchors to the same policy."""
+        if not self.cfg.learner.use_kl_loss:
+            return
+        path = self.dir / "reference"
+        if (path / "config.json").exists():
+            ref = self._from_pretrained(str(path))
+        else:
+            if self.state.version > 0:
+                log.warning(
+                    "%s has no reference/ (a run from before it was kept): the KL anchors to the "
+                    "policy at RL step %d, where this session resumes",
+                    self.dir,
+                    self.state.version,
+                )
+            ref = copy.deepcopy(self.model)
+            tmp = path.with_name("reference.tmp")
+            ref.save_pretrained(tmp)
+            tmp.replace(path)
+        self.learner.set_reference(ref)
+
+    def stop(self, reason: str) -> None:
+        """Record that a guard stopped the run (metrics `stopped` event, summary.json) and say
+        why."""
+        self.stopped = reason
+        self.metrics.log("stopped", self.state.version, {"reason": reason})
+        self.progress.note(f"stopped: {reason}")
+        log.warning("run stopped: %s", reason)
 
     def _restore(self, path: Path | None) -> None:
         """Continue from checkpoint `path` (None: from the start): stored groups that were not
@@ -299,6 +330,7 @@ class RunContext:
             "final_success": evals[-1][2] if evals else None,
             # what the time budget planned per phase (planned vs kept steps, measured step time)
             "budget": {k: dataclasses.asdict(c) for k, c in self.cuts.items()},
+            "stopped": self.stopped,  # why a guard stopped RL (None: it ran its course)
         }
 
 

@@ -40,6 +40,15 @@ the training forward's own log-probs, detached (``proximal="reuse"``: one forwar
 two, exact; a model with dropout recomputes in eval mode); anywhere else ``reuse`` would not be
 exact and the no-grad pass runs.
 
+The loss of a mini-batch is verl's actor loss (`verl.workers.utils.losses.ppo_loss`), each
+term aggregated by `agg_loss`::
+
+    loss = pg_loss − entropy_coeff · H(π_θ) + kl_loss_coef · KL(π_θ ‖ π_ref)      (KL: use_kl_loss)
+
+with the KL per token from verl's `kl_penalty` (``low_var_kl``: ``e^(ref−logp) − (ref−logp) − 1``,
+clamped to [−10, 10]); π_ref is the policy as RL starts, a frozen copy (`set_reference`) whose
+log-probs are computed once per batch.
+
 Every update logs the log-ratio statistics and the effective sample size.
 """
 
@@ -50,7 +59,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_weights
 
@@ -78,9 +87,22 @@ class LearnerConfig(BaseModel):
     clip_ratio_low: float = 0.2
     clip_ratio_high: float = 0.28
     clip_ratio_c: float = Field(3.0, gt=1.0, description="dual-clip bound for negative advantages")
-    entropy_coef: float = Field(0.0, description="entropy bonus weight")
-    kl_coef: float = Field(0.0, ge=0, description="KL-to-reference weight (needs a reference model)")
-    kl_penalty: str = Field("low_var_kl", description="verl kl_penalty estimator name")
+    entropy_coeff: float = Field(
+        0.0,
+        description="verl's actor.entropy_coeff: the loss subtracts this times the mean token entropy "
+        "(aggregated as the policy loss is), an entropy bonus; 0: off",
+    )
+    use_kl_loss: bool = Field(
+        False,
+        description="verl's actor.use_kl_loss: add kl_loss_coef x KL(π_θ ‖ π_ref) to the loss, π_ref "
+        "the policy as RL starts (after any warm start), a frozen copy scoring every batch",
+    )
+    kl_loss_coef: float = Field(0.001, ge=0, description="verl's actor.kl_loss_coef (with use_kl_loss)")
+    kl_loss_type: str = Field(
+        "low_var_kl",
+        description="verl's kl_penalty estimator: kl (k1), abs, mse (k2), low_var_kl (k3); a '+' "
+        "suffix keeps the value and takes k2's unbiased gradient (low_var_kl+)",
+    )
     correction: Literal["decoupled", "tis", "none"] = Field("decoupled", description="off-policy correction")
     is_threshold: float = Field(2.0, gt=0, description="truncation C of importance weights")
     proximal: Literal["reuse", "recompute"] = Field(
@@ -101,6 +123,34 @@ class LearnerConfig(BaseModel):
     share_prefix_min: int = Field(
         16, ge=0, description="compute a prompt prefix this long shared by a micro-batch once (0: never)"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            old = sorted(set(data) & set(_RENAMED))
+            if old:
+                raise ValueError(
+                    f"learner.{old[0]} is now verl's name: "
+                    + ", ".join(f"{k} → {_RENAMED[k]}" for k in old)
+                    + " (a KL term also needs learner.use_kl_loss=true)"
+                )
+        return data
+
+    @field_validator("kl_loss_type")
+    @classmethod
+    def _verl_estimator(cls, name: str) -> str:
+        try:
+            core_algos.kl_penalty(torch.zeros(1), torch.zeros(1), name)
+        except NotImplementedError:
+            raise ValueError(
+                f"learner.kl_loss_type={name!r} is not one of verl's kl_penalty estimators: "
+                "kl, k1, abs, mse, k2, low_var_kl, k3 (a '+' suffix: k2's gradient)"
+            ) from None
+        return name
+
+
+_RENAMED = {"entropy_coef": "entropy_coeff", "kl_coef": "kl_loss_coef", "kl_penalty": "kl_loss_type"}
 
 
 def _lr_lambda(cfg: LearnerConfig) -> Any:
@@ -139,6 +189,10 @@ def verl_actor_config(cfg: LearnerConfig) -> Any:
         clip_ratio_c=cfg.clip_ratio_c,
         loss_agg_mode=cfg.loss_agg_mode,
         policy_loss=policy_loss,
+        entropy_coeff=cfg.entropy_coeff,
+        use_kl_loss=cfg.use_kl_loss,
+        kl_loss_coef=cfg.kl_loss_coef,
+        kl_loss_type=cfg.kl_loss_type,
     )
     return actor
 
@@ -147,11 +201,13 @@ class Learner:
     """Holds the trained model, its optimiser and schedule; applies PPO and SFT updates."""
 
     def __init__(self, model: Any, config: LearnerConfig | None = None, ref_model: Any | None = None) -> None:
+        """`ref_model`: the KL anchor `use_kl_loss` needs (or `set_reference` before the first
+        PPO update)."""
         self.model = model
         self.config = cfg = config or LearnerConfig()
-        if cfg.kl_coef > 0 and ref_model is None:
-            raise ValueError("kl_coef > 0 needs a reference model (ref_model=)")
-        self.ref_model = ref_model
+        self.ref_model: Any | None = None
+        if ref_model is not None:
+            self.set_reference(ref_model)
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _lr_lambda(cfg))
@@ -161,6 +217,10 @@ class Learner:
         )
         self.steps = 0
         self.last_update_metrics: list[dict[str, float]] = []
+
+    def set_reference(self, model: Any) -> None:
+        """The reference policy π_ref of the KL term, frozen (no gradients, eval mode)."""
+        self.ref_model = model.eval().requires_grad_(False)
 
     # ---- log-probs ---------------------------------------------------------------------
     def _forward(
@@ -287,7 +347,12 @@ class Learner:
             batch["old_log_probs"], batch["is_weights"] = prox, self._is_weights(prox, behav, mask, metrics)
         elif not reuse:
             batch["old_log_probs"] = behav
-        if self.ref_model is not None and cfg.kl_coef > 0:
+        if cfg.use_kl_loss:
+            if self.ref_model is None:
+                raise ValueError(
+                    "learner.use_kl_loss needs the reference policy: Learner(ref_model=...) or "
+                    "learner.set_reference(model) before the first update"
+                )
             batch["ref_log_prob"] = self.compute_logprobs(data, self.ref_model)
         steps: list[dict[str, float]] = []
         prox_all = torch.zeros_like(behav)
@@ -335,18 +400,23 @@ class Learner:
                 self.actor_cfg,
                 rollout_is_weights=mb.get("is_weights"),
             )
+            # verl's composition (verl.workers.utils.losses.ppo_loss):
+            #   loss = pg_loss - entropy_coeff · entropy + kl_loss_coef · kl
+            # each term aggregated by agg_loss over the mini-batch's tokens / sequences
             loss = pg_loss
             info = self.actor_cfg.global_batch_info
             ent_loss = core_algos.agg_loss(ent, m, cfg.loss_agg_mode, **info)
-            if cfg.entropy_coef:
-                loss = loss - cfg.entropy_coef * ent_loss
-            if "ref_log_prob" in mb:
-                kl = core_algos.kl_penalty(logp, mb["ref_log_prob"], cfg.kl_penalty)
+            if cfg.entropy_coeff:
+                loss = loss - cfg.entropy_coeff * ent_loss
+            if cfg.use_kl_loss:
+                kl = core_algos.kl_penalty(logp, mb["ref_log_prob"], cfg.kl_loss_type)
                 kl_loss = core_algos.agg_loss(kl, m, cfg.loss_agg_mode, **info)
-                loss = loss + cfg.kl_coef * kl_loss
-                sums["actor/kl"] = sums.get("actor/kl", 0.0) + float(kl_loss.detach())
+                loss = loss + cfg.kl_loss_coef * kl_loss
+                sums["actor/kl_loss"] = sums.get("actor/kl_loss", 0.0) + float(kl_loss.detach())
+                sums["actor/kl_coef"] = cfg.kl_loss_coef
             loss.backward()
             share = float(m.sum() / max(1.0, mask.sum().item()))
+            sums["actor/loss"] = sums.get("actor/loss", 0.0) + float(loss.detach())
             sums["actor/pg_loss"] = sums.get("actor/pg_loss", 0.0) + float(pg_loss.detach())
             sums["actor/entropy"] = sums.get("actor/entropy", 0.0) + float(ent_loss.detach())
             for k, v in pg_metrics.items():

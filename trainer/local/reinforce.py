@@ -11,7 +11,9 @@ runs in a worker thread. Synchronous training is the same code with staleness 0 
 (`algorithm.estimator`), updates the policy and pushes the weights to the engine; held-out
 evaluations every `run.eval_every` steps and at the last, checkpoints every
 `run.checkpoint_every`. Under a time budget the `Pacer` plans RL's length once, from its
-first steps.
+first steps. The entropy guard (`run.entropy_guard`, guards.py) ends RL early when the policy's
+entropy explodes: that step is evaluated and checkpointed as a last step is, and the reason is
+logged (a `stopped` event) and put in the summary.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from arborl.agents.trajectory import episodes_of
 from .budget import Pacer
 from .buffer import Group, TakeStats
 from .context import RunContext
+from .guards import EntropyGuard
+from .metrics_log import read_metrics
 from .progress import PhaseBar
 from .rollout import RolloutManager, dispatch_limit, max_in_flight
 from .segments import credited_batch
@@ -73,6 +77,10 @@ class Reinforce:
             eval_s=ctx.last_eval_s,
             elapsed=ctx.elapsed,
         )
+        # a resumed run's guard starts from the steps it logged (and stops again at once if
+        # they ended in an explosion and its options were not changed)
+        self.guard = EntropyGuard(cfg.run.entropy_guard)
+        self.stop_reason = self.guard.replay(e for e in read_metrics(ctx.dir) if e["phase"] == "rl")
 
     async def run(self) -> None:
         ctx = self.ctx
@@ -83,7 +91,11 @@ class Reinforce:
             with ctx.progress.phase(
                 "reinforcement learning", total=self.pacer.target, done=ctx.state.version
             ) as bar:
-                while ctx.state.version < self.pacer.target and not self.pacer.out_of_time():
+                while (
+                    ctx.state.version < self.pacer.target
+                    and not self.pacer.out_of_time()
+                    and self.stop_reason is None
+                ):
                     plan = self.pacer.before(ctx.state.version + 1)
                     if plan is not None:
                         ctx.record_cut(plan.cut, bar, say=plan.say)
@@ -94,6 +106,8 @@ class Reinforce:
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
             await manager.close()
+        if self.stop_reason is not None:
+            ctx.stop(self.stop_reason)
         ctx.save()  # after the rollouts stopped, so it accounts for every stored group
 
     def _split_threads(self) -> None:
@@ -159,7 +173,8 @@ class Reinforce:
         ctx.metrics.log("rl", ctx.state.version, m)
         bar.advance(f"reward {m['rollout/reward']:.2f} · success {m['rollout/success']:.2f}")
         v = ctx.state.version
-        last = v == self.pacer.target or self.pacer.out_of_time()
+        self.stop_reason = self.guard.observe(v, m.get("actor/entropy"))
+        last = v == self.pacer.target or self.pacer.out_of_time() or self.stop_reason is not None
         if v % cfg.run.eval_every == 0 or last:
             await ctx.evaluate("rl", v)
         if v % cfg.run.checkpoint_every == 0 and not last:

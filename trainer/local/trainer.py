@@ -42,6 +42,7 @@ class Trainer:
                 await self.warm_start(ctx).run()  # ends with the evaluation that is also RL's step 0
             elif ctx.state.version == 0 and not ctx.has_eval("rl", 0):
                 await ctx.evaluate("rl", 0)
+            ctx.anchor_reference()  # the KL's π_ref (learner.use_kl_loss): the policy as RL starts
             await self.reinforce(ctx).run()
             summary = ctx.summary()
             (ctx.dir / "summary.json").write_text(json.dumps(summary, indent=2))
