@@ -4,7 +4,9 @@ The suite: `tool-maze` (arborl.tasks.toy.tool_maze), or with `--suite` `tool-doo
 doors behind a stateful `door(colour)` tool: nothing to copy, nothing to guess, the colour
 said in the question) or `tool-mix-houses` (the main job's houses: blue leads on, unsaid,
 and the demonstrator's walker tries red first two times in three; start it from the main
-job's warm start with `--init`). Three door
+job's warm start with `--init`), or `tool-cues` (issue 50's benchmark: six cued rooms a
+house, the cue's door by a rule nothing states, 10 turns; `tool-cues-single` its control,
+blue always). In the door suites: three door
 decisions per task, a wrong door costs a turn of a budget that tolerates one, every episode
 of a task starts in one state and the states after right doors recur. One warm start is shared by every run: the tiny model
 (the main job's sizes) trained on demonstrations of a random explorer (a door at random,
@@ -16,6 +18,9 @@ teaches the format and the tools but not which door leads on. Then, from it, fou
     tree+tree     rollout trees (8 leaves, 2 roots, forks at turns and uncertain tokens),
                   the tree estimator (a node's value from the leaves below it)
     tree+gigpo    the same trees, GiGPO advantages
+    oracle        the same episodes as grpo, each turn told by the env whether it was right
+                  (`oracle_step`: the best any step credit can do; tool-cues only). If it
+                  cannot beat GRPO, the benchmark cannot show step credit
 
 Every mode runs until it has generated as many tokens as GRPO's run of the same seed (GRPO
 runs `--steps` steps, first in each seed's round; tree leaves share their prefixes, so a
@@ -33,10 +38,10 @@ fraction of uniform groups (no signal for GRPO), the PPO clip fraction, RL wall 
 verl's loss terms; a run whose entropy explodes is stopped by the trainer's guard
 (`run.entropy_guard`) and marked in the table.
 
-    python bench/bench_learning.py [--suite tool-maze|tool-doors|tool-mix-houses] [--quick] [--seeds 5]
+    python bench/bench_learning.py [--suite tool-maze|tool-doors|tool-mix-houses|tool-cues] [--quick] [--seeds 5]
                                    [--steps 60] [--sft-steps 300]
                                    [--kl-coef 0.001 --kl-type low_var_kl] [--entropy-coeff 0.001]
-                                   [--init RUN_OR_MODEL] [--modes grpo,gigpo,tree+tree,tree+gigpo]
+                                   [--init RUN_OR_MODEL] [--modes grpo,gigpo,tree+tree,tree+gigpo,oracle]
 
 Any other registered suite runs too (e.g. issue 34's `sokoban-6x6`): name its training stream
 (`--train 'module:fn'`, called as fn(n, seed, **--train-options), never the held-out tasks)
@@ -188,12 +193,31 @@ SUITES: dict[str, dict[str, Any]] = {
         "demo": "arborl.tasks.toy.tool_mix:demo_policy",
         "demo_options": {"lead": "any"},
     },
+    # issue 50's houses of cued rooms: six doors to find, three wrong ones tolerated; the walker
+    # opens a random unlocked door (19 turns: it always finishes, none of its walks filtered)
+    "tool-cues": {
+        "train": "arborl.tasks.toy.tool_cues:generate_cue_tasks",
+        "demo": "arborl.tasks.toy.tool_cues:explore_policy",
+        "max_turns": 10,
+        "demo_max_turns": 19,
+    },
+    # the control: blue opens every door whatever the cue (step credit has nothing to add)
+    "tool-cues-single": {
+        "train": "arborl.tasks.toy.tool_cues:generate_cue_tasks",
+        "options": {"single": True},
+        "demo": "arborl.tasks.toy.tool_cues:explore_policy",
+        "max_turns": 10,
+        "demo_max_turns": 19,
+    },
 }
 MODES: dict[str, dict[str, Any]] = {
     "grpo": {"algorithm": {"estimator": "grpo"}},
     "gigpo": {"algorithm": {"estimator": "gigpo"}},
     "tree+tree": {"algorithm": {"estimator": "tree"}, "rollout": {"tree": TREE}},
     "tree+gigpo": {"algorithm": {"estimator": "gigpo"}, "rollout": {"tree": TREE}},
+    # the control that says whether the benchmark can show step credit at all: each turn told
+    # by the env whether it was right (suites whose env labels its steps: tool-cues)
+    "oracle": {"algorithm": {"estimator": "oracle_step"}},
 }
 
 
@@ -269,6 +293,9 @@ def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
         cfg["algorithm"] = {**algorithm, "estimator_options": args.gigpo_options}
     elif algorithm.get("estimator") == "tree":
         cfg["algorithm"] = {**algorithm, "estimator_options": args.tree_options}
+    elif algorithm.get("estimator") == "oracle_step":  # its episode term normalised as GiGPO's
+        shared = {k: v for k, v in args.gigpo_options.items() if k in ("mode", "episode_norm")}
+        cfg["algorithm"] = {**algorithm, "estimator_options": shared}
     return TrainConfig.model_validate(cfg)
 
 
@@ -331,9 +358,9 @@ def suite_settings(args: argparse.Namespace) -> None:
     args.demo_options = preset.get("demo_options") if args.demo is None else None
     args.demo = args.demo or preset.get("demo")
     suite = get_suite(args.suite)
-    args.max_turns = args.max_turns or (5 if preset else suite.max_turns)
+    args.max_turns = args.max_turns or preset.get("max_turns", 5 if preset else suite.max_turns)
     # the toy suites' explorer finishes every random walk in 7 turns: none filtered for its doors
-    args.demo_max_turns = args.demo_max_turns or (7 if preset else args.max_turns)
+    args.demo_max_turns = args.demo_max_turns or preset.get("demo_max_turns", 7 if preset else args.max_turns)
     args.gigpo_options = json.loads(args.gigpo_options or "{}")
     args.tree_options = json.loads(args.tree_options or "{}")
     if args.heldout:
@@ -487,7 +514,7 @@ def plot(
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    colors = dict(zip(MODES, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=True))
+    colors = dict(zip(MODES, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"), strict=True))
     for name, metrics in runs.items():
         curves = []
         for m in metrics:
