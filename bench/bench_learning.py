@@ -200,6 +200,7 @@ SUITES: dict[str, dict[str, Any]] = {
         "demo": "arborl.tasks.toy.tool_cues:explore_policy",
         "max_turns": 10,
         "demo_max_turns": 19,
+        "labels": True,  # the door tool labels each turn (Turn.step_label): the oracle mode runs
     },
     # the control: blue opens every door whatever the cue (step credit has nothing to add)
     "tool-cues-single": {
@@ -208,6 +209,7 @@ SUITES: dict[str, dict[str, Any]] = {
         "demo": "arborl.tasks.toy.tool_cues:explore_policy",
         "max_turns": 10,
         "demo_max_turns": 19,
+        "labels": True,  # the door tool labels each turn (Turn.step_label): the oracle mode runs
     },
 }
 MODES: dict[str, dict[str, Any]] = {
@@ -626,7 +628,11 @@ def main() -> None:
     ap.add_argument(
         "--checkpoint-every", type=int, default=5, help="RL steps between a run's checkpoints (for --resume)"
     )
-    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument(
+        "--modes",
+        default=None,
+        help=f"of {','.join(MODES)}; default: all but oracle, all on suites whose env labels its steps",
+    )
     ap.add_argument("--lr", type=float, default=1e-4, help="short runs: above the main job's 3e-5")
     ap.add_argument("--temperature", type=float, default=0.6)
     ap.add_argument(
@@ -661,7 +667,15 @@ def main() -> None:
     if args.quick:
         args.seeds, args.steps, args.sft_steps, args.eval_size, args.samples = 2, 3, 20, 8, 2
     suite_settings(args)
-    modes = [m for m in args.modes.split(",") if m]
+    labelled = SUITES.get(args.suite, {}).get("labels", False)
+    modes = [
+        m for m in (args.modes or ",".join(m for m in MODES if m != "oracle" or labelled)).split(",") if m
+    ]
+    if "oracle" in modes and not labelled:
+        raise SystemExit(
+            f"--modes oracle needs a suite whose env labels each step right or wrong (tool-cues, "
+            f"tool-cues-single); {args.suite} does not"
+        )
     if modes[0] != "grpo":
         raise SystemExit("--modes must start with grpo: the others match its generated tokens")
     trees = [m for m in modes if "tree" in MODES[m].get("rollout", {})]
