@@ -104,7 +104,8 @@ DOCS = HERE.parent / "docs"
 RECORD_KEYS = (
     "phase", "step", "time", "rolled_back", "bench/generated_total", "bench/generated_tokens",
     "batch/uniform_group_fraction", "batch/uniform_groups", "batch/advantage_abs_mean",
-    "anchors/turns_shared", "anchors/group_size", "actor/pg_clipfrac", "actor/pg_clipfrac_max",
+    "anchors/turns_shared", "anchors/group_size", "anchors/turns_recurring", "anchors/turns_repeated",
+    "anchors/step_nonzero", "actor/pg_clipfrac", "actor/pg_clipfrac_max",
     "actor/entropy", "actor/grad_norm", "actor/ppo_kl", "actor/pg_loss", "actor/kl_loss",
     "actor/updates", "bench/optimizer_steps", "rollout/reward", "rollout/success",
     "rollout/response_tokens", "rollout/turns", "reason",
@@ -479,6 +480,12 @@ def run_stats(metrics: list[dict[str, Any]]) -> dict[str, float]:
         # NaN for runs from before the trainer logged them
         "anchor_shared": mean("anchors/turns_shared") if logged("anchors/turns_shared") else math.nan,
         "anchor_size": mean("anchors/group_size") if logged("anchors/group_size") else math.nan,
+        # of the shared turns, those whose state recurs across the group's episodes (the rest:
+        # one episode repeating itself in place), and the turns GiGPO's step term moves
+        "anchor_recurring": mean("anchors/turns_recurring")
+        if logged("anchors/turns_recurring")
+        else math.nan,
+        "step_nonzero": mean("anchors/step_nonzero") if logged("anchors/step_nonzero") else math.nan,
         "clip": mean("actor/pg_clipfrac"),
         "seconds": (max(e["time"] for e in events) - start) if events else 0.0,
         "reward_first": statistics.mean(e["rollout/reward"] for e in events[:5]) if events else 0.0,
@@ -798,6 +805,11 @@ def report(args: argparse.Namespace, modes: list[str]) -> None:
     write_table(args, modes, start["before"], after, stats, None, start["command"])
 
 
+def pct(x: float) -> str:
+    """A share as a whole percentage; "—" for a record older than the number (NaN)."""
+    return "—" if math.isnan(x) else f"{x:.0%}"
+
+
 def write_table(
     args: argparse.Namespace,
     modes: list[str],
@@ -832,7 +844,8 @@ def write_table(
             f"| {name} | {len(s)} | {before:.1%} → **{statistics.mean(after[name]):.1%}** "
             f"| {per_seed} | {vs} | {avg('steps'):.0f} | {updates} "
             f"| {avg('tokens') / 1000:.1f}k | {avg('tokens_per_traj'):.0f} | {avg('uniform'):.0%} "
-            f"| {avg('clip'):.3f} | {avg('anchor_shared'):.0%} | {avg('anchor_size'):.2f} "
+            f"| {avg('clip'):.3f} | {pct(avg('anchor_shared'))} ({pct(avg('anchor_recurring'))}) "
+            f"| {avg('anchor_size'):.2f} | {pct(avg('step_nonzero'))} "
             f"| {avg('seconds'):.0f} | {avg('reward_first'):.2f} → {avg('reward_last'):.2f} | {to90} |"
         )
     table, figure = outputs(args.tag)
@@ -856,8 +869,8 @@ rollouts seeded by the run seed. Held-out success sampled: \
 {args.eval_size} tasks x {args.samples} samples. {args.seeds} seed{"s" if args.seeds != 1 else ""}, interleaved. \
 † a run the entropy guard stopped (`run.entropy_guard`; its held-out success is its policy's there).
 
-| mode | seeds | held-out, before → after (mean) | per seed | − GRPO, paired (95 % interval) | RL steps | optimizer steps | generated tokens | tokens / trajectory | uniform groups | clip fraction | turns in a shared anchor group | anchor group size | RL seconds | rollout reward, first → last 5 steps | tokens until rollouts succeed 90 % (− GRPO, 95 %) |
-|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|
+| mode | seeds | held-out, before → after (mean) | per seed | − GRPO, paired (95 % interval) | RL steps | optimizer steps | generated tokens | tokens / trajectory | uniform groups | clip fraction | turns in a shared anchor group (recurring across episodes) | anchor group size | turns with a GiGPO step signal | RL seconds | rollout reward, first → last 5 steps | tokens until rollouts succeed 90 % (− GRPO, 95 %) |
+|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|
 {chr(10).join(rows)}
 
 ![curves](../../docs/{figure.name})
