@@ -19,14 +19,14 @@ state after the step), `tool_calls` (name, ok, error, duration of each) and `tim
 carries `state_hash` too: the state the first turn is taken from. The agent records, per
 turn, the hash of the state the turn started from (reset's, then the previous step's) as
 GiGPO's anchor state, so `state_hash` must depend on the env state only (not on the episode,
-the sandbox or the time): two resets on one task must give one hash.
+the sandbox or the time): two resets on one task must give one hash. A hash that fails is
+an error in tests and a counted warning in runs, with `state_hash` "" (unknown) and
+`state_hash_error` in the info (`state_hash.py`).
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Coroutine, Mapping, Sequence
@@ -46,6 +46,8 @@ from arborl.tasks import Task, coerce_task
 
 from .event_loop import get_env_loop
 from .spaces import Message, action_space, chat_observation_space, coerce_action, to_messages
+from .state_hash import record_failure, stable_hash
+from .state_hash import strict as strict_state_hash
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -79,12 +81,6 @@ class Step:
     truncated: bool = False
     info: dict[str, Any] = field(default_factory=dict)
     role: str = "user"
-
-
-def stable_hash(obj: Any) -> str:
-    """A short, stable hash of JSON-able data (dict key order does not matter)."""
-    data = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def sandbox_failure(e: SandboxError) -> dict[str, Any]:
@@ -262,7 +258,7 @@ class TextEnv(gymnasium.Env[Observation, str]):
         info = {
             "task_id": self.task_id,
             "turn": 0,
-            "state_hash": await self._safe_hash(),
+            **await self._hash_info(),
             **self.reset_info(),
         }
         obs = await self.make_observation(msgs)
@@ -289,7 +285,7 @@ class TextEnv(gymnasium.Env[Observation, str]):
         self._transcript.append(self._kept({"role": "assistant", "content": text}))
         self._transcript.extend(self._kept(m) for m in msgs)
         info: dict[str, Any] = {"task_id": self.task_id, "turn": self.turn, "tool_calls": [], **step.info}
-        info["state_hash"] = "" if broken else await self._safe_hash()
+        info.update({"state_hash": ""} if broken else await self._hash_info())
         if step.terminated or step.truncated:
             self._end_episode(broken=broken)
         obs = await self.make_observation(msgs)
@@ -327,12 +323,19 @@ class TextEnv(gymnasium.Env[Observation, str]):
             self._end_episode()
         return float(reward), dict(info)
 
-    async def _safe_hash(self) -> str:
+    async def _hash_info(self) -> dict[str, str]:
+        """`state_hash`, or, if it failed, "" and `state_hash_error`: raised under `strict` or
+        in tests (`ARBORL_STRICT_STATE_HASH`), else counted (`state_hash.record_failure`).
+        A sandbox that fails under the hash is the step's infrastructure failure, not a bug
+        of the hash: only `strict` raises it."""
         try:
-            return await self.state_hash()
+            return {"state_hash": await self.state_hash()}
         except Exception as e:
-            log.warning("%s: state hash failed: %s", type(self).__name__, e)
-            return ""
+            if self.strict or (strict_state_hash() and not isinstance(e, SandboxError)):
+                self._end_episode()
+                raise
+            record_failure(type(self).__name__, e)
+            return {"state_hash": "", "state_hash_error": f"{type(e).__name__}: {e}"[:500]}
 
     def _timing(self, start: float) -> dict[str, float]:
         total = time.perf_counter() - start

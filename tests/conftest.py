@@ -19,6 +19,10 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _ROOT]
 
 from arborl_require import REQUIRED, unavailable  # noqa: E402,F401  (re-exported for fixtures)
 
+# a state hash that fails is a bug here, not the counted warning it is in a run (envs/state_hash.py);
+# set in the environment so that the CLI and workers tests start see it too
+os.environ.setdefault("ARBORL_STRICT_STATE_HASH", "1")
+
 
 @pytest.fixture(scope="session")
 def docker_backend():

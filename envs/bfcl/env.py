@@ -17,6 +17,10 @@ the run is scored by bfcl-eval's state and response checks; more than 20 steps i
 force-termination. When a miss_func turn adds functions, they go to `info["tools"]` of that
 step and, since a chat's tool block is rendered once, into the turn's message as JSON.
 
+The state hash of a multi-turn run is the task, the user turn and the backends' state
+(`state.py`: every attribute but constant text and random generators; the file system's
+tree and working directory): equal backends in one turn are one GiGPO anchor.
+
 The agent's text reaches a backend only as a parsed name and JSON arguments dispatched to
 a public method of an involved class (`arborl.tasks.bfcl.backends`): nothing is eval-ed,
 and private, dunder and unknown names are refused. A backend that fails to load raises
@@ -35,6 +39,7 @@ from arborl.tasks.bfcl.grading import Calls, Verdict, score_multi_turn, score_si
 
 from ..base import Step, TextEnv, stable_hash
 from ..parsers import ToolCallParser, get_parser
+from .state import backend_state
 from .tools import ADDED_FUNCTIONS_PROMPT, MAX_STEPS_PER_TURN, openai_tools
 
 DEFAULT_TASK = BfclTask(
@@ -118,7 +123,7 @@ class BfclEnv(TextEnv):
     async def state_hash(self) -> str:
         if self._backends is None:
             return await super().state_hash()
-        return stable_hash([self.task_id, len(self._turns), _backend_state(self._backends)])
+        return stable_hash([self.task_id, len(self._turns), backend_state(self._backends)])
 
     # ---- multi-turn -------------------------------------------------------------------
     def _run_calls(self, calls: Calls, info: dict[str, Any]) -> Step:
@@ -183,10 +188,3 @@ def _scored(verdict: Verdict, info: dict[str, Any]) -> Step:
 
 def _parameter_schemas(tools: list[dict[str, Any]]) -> dict[str, Any]:
     return {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}
-
-
-def _backend_state(backends: Backends) -> dict[str, Any]:
-    return {
-        name: {k: v for k, v in vars(inst).items() if not k.startswith("_")}
-        for name, inst in backends.instances.items()
-    }

@@ -209,7 +209,13 @@ class CodeEnv(ToolCallingEnv):
         if not self.hash_state or self._proxy is None:
             return ""
         r = await self.sandbox.exec(_TREE_HASH, timeout=60)
-        return r.stdout[:16] if r.exit_code == 0 else ""
+        if r.exit_code != 0 or len(r.stdout) < 16:
+            # not "" in silence: the env base counts it (a test fails on it)
+            raise RuntimeError(
+                f"the working tree's hash failed (exit {r.exit_code}, timed out: {r.timed_out}): "
+                f"{r.stderr.strip()[-300:]}"
+            )
+        return r.stdout[:16]
 
 
 def _swe_resolved(task: CodeTask, harness_output: str) -> bool:

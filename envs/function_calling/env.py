@@ -76,25 +76,6 @@ def _wants_episode(fn: Any) -> bool:
     return "episode" in inspect.signature(fn).parameters
 
 
-def _canonical(value: Any) -> Any:
-    """`value` as JSON whose text is one for equal values and total over what a tool may keep:
-    dicts as [key, value] pairs sorted by their text (keys of mixed types are never compared),
-    sets sorted the same way, tuples as lists, other objects as their type and repr."""
-    if isinstance(value, Mapping):
-        return {"dict": sorted(([_canonical(k), _canonical(v)] for k, v in value.items()), key=_text)}
-    if isinstance(value, (set, frozenset)):
-        return {"set": sorted((_canonical(v) for v in value), key=_text)}
-    if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return {type(value).__name__: repr(value)}
-
-
-def _text(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
 def extract_answer(content: str) -> str:
     """The `<answer>` part of a reply (the last one), else the whole reply."""
     found = _ANSWER.findall(content)
@@ -205,12 +186,11 @@ class ToolEnv(ToolCallingEnv):
         self._seen.append(stable_hash([call.name, call.arguments, result.content]))
 
     async def state_hash(self) -> str:
-        """The task, the state host tools keep (canonical: any keys and values) and what the
-        tools without state told (module docstring). An empty state adds nothing, so tasks
-        without such tools hash their history as they always have."""
+        """The task, the state host tools keep (any keys and values: `stable_hash` is total)
+        and what the tools without state told (module docstring). An empty state adds
+        nothing, so tasks without such tools hash their history as they always have."""
         state = self._episode.state
-        world = [_canonical(state)] if state else []
-        return stable_hash([self.task_id, sorted(self._seen), *world])
+        return stable_hash([self.task_id, sorted(self._seen), *([state] if state else [])])
 
     # ---- tools --------------------------------------------------------------------------
     def _tools(self, task: ToolTask) -> list[Tool]:
