@@ -175,6 +175,9 @@ def test_kl_to_the_starting_policy_and_a_step_level_estimator(tmp_path):
     for e in rl:
         assert 0 < e["anchors/turns_shared"] <= 1 and e["anchors/group_size"] > 1, e
         assert 0 <= e["batch/uniform_group_fraction"] <= 1
+        # the first turns of a group recur across its episodes; every state hashed
+        assert e["anchors/turns_recurring"] > 0 and 0 <= e["anchors/step_nonzero"] <= 1, e
+        assert e["rollout/state_hash_failures"] == 0
 
 
 class ToolsDown(gymnasium.Wrapper):

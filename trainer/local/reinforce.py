@@ -29,6 +29,7 @@ from arborl.agents.credit.anchors import batch_anchor_stats, similarity_thresh_o
 from arborl.agents.credit.gigpo import GIGPO_GAMMA
 from arborl.agents.credit.registry import uniform_groups_carry_signal
 from arborl.agents.trajectory import episodes_of
+from arborl.envs.state_hash import state_hash_failures
 
 from .budget import Pacer
 from .buffer import Group, TakeStats
@@ -244,6 +245,8 @@ class Reinforce:
             "rollout/env_s": sum(t.metrics.get("env_s", 0.0) for t in trajs) / n,
             "rollout/tool_errors": sum(t.metrics.get("tool_errors", 0.0) for t in trajs) / n,
             "rollout/infra_failures": float(manager.stats.infra_failures),
+            # states the env could not hash are unknown to GiGPO (no anchor): counted, not hidden
+            "rollout/state_hash_failures": float(sum(state_hash_failures().values())),
             "staleness/mean": sum(k * c for k, c in stats.staleness.items())
             / max(1, sum(stats.staleness.values())),
             "staleness/max": float(max(stats.staleness, default=0)),
