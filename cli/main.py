@@ -36,6 +36,7 @@ examples:
   arborl eval suite=swe-mini agent=gold      validate a suite (gold 100 %, empty 0 %)
   arborl eval suite=tool-mini agent=model model.path=runs/train   (its latest checkpoint)
   arborl eval-report runs/eval/tool-mini-model runs/eval/tool-mini-gold   compare two runs
+  arborl view runs/eval/tool-mini-gold       episodes as one HTML page (a run dir too; --serve)
   arborl gateway --model PATH --admin-token-file token   OpenAI API for your own agent harness
 """
 
@@ -46,7 +47,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import demo, envs_cmds, eval_cmds, gateway_cmds, sandbox_cmds, train_cmds
+    from . import demo, envs_cmds, eval_cmds, gateway_cmds, sandbox_cmds, train_cmds, view_cmds
 
     p = argparse.ArgumentParser(
         prog="arborl",
@@ -76,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     train_cmds.register(add)
     eval_cmds.register(add)
     gateway_cmds.register(add)
+    view_cmds.register(add)
     return p
 
 

@@ -96,6 +96,11 @@ class EvalConfig(_Strict):
     swe: SWESection = Field(default_factory=SWESection)
     run: RunSection = Field(default_factory=RunSection)
     report: bool = Field(True, description="write report.md / report.html at the end")
+    screenshots: bool = Field(
+        True,
+        description="store the screenshot of every observation that carries one (desktop, web with "
+        "pixels) as instances/<id>/sample-<k>/screens/turn-NNN.png, for `arborl view`",
+    )
 
     @model_validator(mode="after")
     def _predictions_agent(self) -> EvalConfig:

@@ -65,6 +65,9 @@ class EpisodeRecord:
     tokens_exact: bool = False
     trajectory: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: PNG bytes of the screenshot each observation carried, keyed by turn (0: after reset);
+    #: empty for text envs (`screens.RecordScreens`).
+    screenshots: dict[int, bytes] = field(default_factory=dict)
 
     @property
     def turns(self) -> int:

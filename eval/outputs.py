@@ -3,6 +3,8 @@
     <run>/instances/<instance id>/sample-<k>/
         transcript.json      the chat: system prompt, task, every reply and observation
         infos.json           the env's info of every step (verifier results at the end)
+        rewards.json         the reward of every step
+        screens/turn-NNN.png envs that see pixels: the screenshot after reset (000) and each step
         trajectory.parquet   model agent: token ids, log-probs, loss mask (arborl.agents.trajectory)
         patch.diff           SWE tasks: the model patch
         grade.json           SWE tasks: the grading report
@@ -74,6 +76,11 @@ def write_outputs(
     if record is not None:
         _dump(out / "transcript.json", record.messages)
         _dump(out / "infos.json", [{k: v for k, v in i.items() if k != "model_patch"} for i in record.infos])
+        _dump(out / "rewards.json", record.rewards)
+        if record.screenshots:
+            (out / "screens").mkdir()
+            for turn, png in sorted(record.screenshots.items()):
+                (out / "screens" / f"turn-{turn:03d}.png").write_bytes(png)
         patch = record.final("model_patch")
         if isinstance(patch, str):
             (out / "patch.diff").write_text(patch, encoding="utf-8")

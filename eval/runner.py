@@ -61,6 +61,7 @@ from .grading import env_score
 from .hunks import first_failing_hunk
 from .outputs import instance_dir, write_outputs
 from .predictions import PredictionsDriver, load_predictions, select_predicted
+from .screens import RecordScreens
 from .store import InstanceResult, ResultStore
 from .summary import count_phrase, summarize, unresolved_kind
 
@@ -140,7 +141,10 @@ class EvalRun:
     ) -> tuple[InstanceResult, EpisodeRecord, SWEGrade | None]:
         assert self.driver is not None
         start = time.perf_counter()
-        rec = await self.driver.run(env, task, sample, self.max_turns)
+        screens = RecordScreens(env) if self.cfg.screenshots else None
+        rec = await self.driver.run(screens or env, task, sample, self.max_turns)
+        if screens is not None:
+            rec.screenshots = screens.pngs
         await arelease(env)
         setup_error = rec.final("setup_error")
         if setup_error:

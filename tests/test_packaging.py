@@ -79,6 +79,7 @@ def test_wheel_holds_only_the_arborl_namespace(tmp_path):
         "trainer/verl/arborl_ppo.yaml",
         "trainer/verl/agent_loops.yaml",
         "trainer/verl/platform/cpu.yaml",
+        "eval/viewer/page.html",  # `arborl view`'s template
         # each benchmark folder's data, beside its loader
         "tasks/toy/data/tool-mini/corpus.jsonl",
         "tasks/osworld/data/desktop-mini/gold.json",
