@@ -5,7 +5,9 @@
     outcome.summary["resolved_rate"], outcome.run_dir
 
 - `runner`   the run: concurrency over one sandbox pool, timeouts, retries of infrastructure
-             failures, isolation; `drivers` (scripted policies, the model agent)
+             failures, isolation; `drivers` (scripted policies, the model agent);
+             `predictions` (SWE-bench predictions files) and `bfcl_results` (bfcl-eval result
+             files) grade stored outputs instead
 - `grading`  the score of an episode its env graded; SWE tasks are graded by SWE-bench's
              semantics (FULL / PARTIAL / NO: `tasks/swebench/grading.py`) in a fresh sandbox,
              through the code env's verifier (`envs/code/grading.py`), on instance images

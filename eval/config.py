@@ -61,6 +61,22 @@ class SWESection(_Strict):
     )
 
 
+class BfclSection(_Strict):
+    """How bfcl-eval result files given as `predictions` are read (arborl.tasks.bfcl.result_files)."""
+
+    decoder: Literal["auto", "fc", "prompting", "hermes"] = Field(
+        "auto",
+        description="the form the model's handler stored replies in: fc (lists of calls, function-"
+        "calling APIs), prompting (Python call-list text), hermes (<tool_call> text); auto: "
+        "from the results (arborl.tasks.bfcl.decoding)",
+    )
+    underscore_to_dot: bool | None = Field(
+        None,
+        description="whether the model saw dotted function names with '_' for '.' (bfcl-eval's "
+        "model table says so per model); None: detected from the calls",
+    )
+
+
 class RunSection(_Strict):
     dir: str | None = Field(None, description="run directory; None: runs/eval/<suite>-<agent>")
     resume: bool = Field(True, description="skip (instance, sample) pairs already finished in run.dir")
@@ -80,7 +96,10 @@ class EvalConfig(_Strict):
         "grade `predictions` (set by giving it)",
     )
     predictions: str | None = Field(
-        None, description="SWE-bench predictions file (instance_id, model_patch) to grade; no agent runs"
+        None,
+        description="grade stored outputs, no agent runs: a SWE-bench predictions file (instance_id, "
+        "model_patch) for a SWE-bench suite; bfcl-eval result files (a BFCL_v4_<category>_result"
+        ".json or a directory of them) for a BFCL suite",
     )
     tasks: list[str] | None = Field(None, description="only these task ids")
     limit: int | None = Field(None, ge=1, description="only the first N tasks")
@@ -94,6 +113,7 @@ class EvalConfig(_Strict):
     retries: int = Field(2, ge=0, description="extra attempts after an infrastructure (sandbox) failure")
     model: ModelSection = Field(default_factory=ModelSection)
     swe: SWESection = Field(default_factory=SWESection)
+    bfcl: BfclSection = Field(default_factory=BfclSection)
     run: RunSection = Field(default_factory=RunSection)
     report: bool = Field(True, description="write report.md / report.html at the end")
     screenshots: bool = Field(

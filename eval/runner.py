@@ -55,6 +55,7 @@ from arborl.tasks.swebench import environment_hint, swe_parts
 from arborl.tasks.swebench.grading import SWEGrade
 from arborl.tasks.user_suites import looks_like_path, suite_from_path
 
+from .bfcl_results import BFCL_ENV_ID, BfclResults
 from .config import EvalConfig
 from .drivers import Driver, EpisodeRecord, InfraError, make_driver
 from .grading import env_score
@@ -117,7 +118,12 @@ class EvalRun:
     ) -> None:
         self.cfg, self.pool, self.console = cfg, pool, console
         self.suite = suite or resolve_suite(cfg)
-        self.predictions = load_predictions(cfg.predictions) if cfg.predictions else None
+        self.predictions: dict[str, dict[str, Any]] | None = None
+        self.bfcl_results: BfclResults | None = None  # bfcl-eval result files to re-score
+        if cfg.predictions and self.suite.env_id == BFCL_ENV_ID:
+            self.bfcl_results = BfclResults(cfg.predictions, self.suite.tasks(), cfg.suite, cfg.bfcl)
+        elif cfg.predictions:
+            self.predictions = load_predictions(cfg.predictions)
         self.max_turns = cfg.max_turns or self.suite.max_turns
         self.run_dir = cfg.run_dir()
         self.driver: Driver | None = None
@@ -304,9 +310,14 @@ class EvalRun:
         """Run what is not finished yet; returns (skipped, ran)."""
         cfg = self.cfg
         tasks = select_tasks(self.suite, cfg)
-        if self.predictions is not None:
+        if self.bfcl_results is not None:
+            tasks = self.bfcl_results.select(tasks)
+        elif self.predictions is not None:
             if not all(swe_parts(t) for t in tasks):
-                raise ValueError(f"predictions= grades SWE-bench suites; {cfg.suite!r} is not one")
+                raise ValueError(
+                    "predictions= grades SWE-bench suites (a predictions file) and BFCL suites "
+                    f"(bfcl-eval result files); {cfg.suite!r} is neither"
+                )
             tasks = select_predicted(tasks, self.predictions, str(cfg.predictions))
         finished = store.finished()
         work = [(t, s) for t in tasks for s in range(cfg.samples) if (t.id, s) not in finished]
@@ -321,7 +332,9 @@ class EvalRun:
         if cfg.swe.images == "auto" and any(swe_parts(t) for t, _ in work):
             work = await self._with_images(work)
         self.driver = (
-            PredictionsDriver(self.predictions)
+            self.bfcl_results.driver()
+            if self.bfcl_results is not None
+            else PredictionsDriver(self.predictions)
             if self.predictions is not None
             else make_driver(cfg.agent, self.suite, cfg.model, self.max_turns)
         )
@@ -424,11 +437,14 @@ async def run_eval(
             pool = pool.model_copy(update={"max_size": cfg.concurrency})
         async with make_pool(sandbox, pool) as sandbox_pool:
             try:
-                skipped, ran = await EvalRun(cfg, sandbox_pool, console, suite).run(store)
+                run = EvalRun(cfg, sandbox_pool, console, suite)
+                skipped, ran = await run.run(store)
             finally:
                 await close_loop_resources()
         summary = summarize(store.results(), cfg.pass_k)
         summary.update({"suite": cfg.suite, "agent": cfg.agent, "run_id": store.run_id})
+        if run.bfcl_results is not None:  # bfcl-eval's own accuracy lines and score files
+            summary["bfcl"] = run.bfcl_results.report(console, store.results(), run_dir)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     finally:
         store.close()

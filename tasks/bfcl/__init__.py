@@ -6,4 +6,6 @@
 - `grading`: the score, by bfcl-eval's `ast_checker`, `state_checker`, `response_checker`.
 - `policies`: gold (from possible_answer) and empty policies.
 - `suites`: `bfcl-simple`, `bfcl-multiple`, ..., `bfcl-multi-turn` (docs/benchmarks.md).
+- `result_files`, `decoding`, `rescoring`: bfcl-eval's result files read as they are, replies
+  decoded as its handlers decode them, and scored entry by entry as its runner scores them.
 """

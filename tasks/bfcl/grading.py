@@ -53,8 +53,13 @@ def score_single(task: BfclTask, calls: Calls | None) -> Verdict:
         return Verdict(valid, "" if valid else "relevance")
     if not calls:
         return Verdict(False, "ast_decoder:decoder_failed", "no function call could be read")
+    return check_ast(task, [{name: dict(args)} for name, args in calls])
+
+
+def check_ast(task: BfclTask, decoded: list[dict[str, Any]], model_name: str = MODEL_NAME) -> Verdict:
+    """bfcl-eval's `ast_checker` on decoded calls (`[{name: {param: value}}, ...]`).
+    `model_name`: `official.UNDERSCORED_MODEL_NAME` when the model saw dotted names mangled."""
     lib = bfcl()
-    decoded = [{name: dict(args)} for name, args in calls]
     if task.language != "PYTHON" and task.checker_function is None:
         raise ValueError(
             f"BFCL {task.id}: a {task.language} task needs its typed docs (checker_function); "
@@ -62,7 +67,7 @@ def score_single(task: BfclTask, calls: Calls | None) -> Verdict:
         )
     functions = task.entry["function"] if task.checker_function is None else task.checker_function
     result = lib.ast_checker(
-        functions, decoded, task.ground_truth, lib.Language[task.language], task.category, MODEL_NAME
+        functions, decoded, task.ground_truth, lib.Language[task.language], task.category, model_name
     )
     return Verdict(bool(result["valid"]), result.get("error_type", ""), result.get("error"))
 

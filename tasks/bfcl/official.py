@@ -8,6 +8,11 @@ of the table: `underscore_to_dot`, whether the model saw `math.factorial` as
 unchanged, so the answer is False, as bfcl-eval's table says for its local FC models. When
 the table is not already loaded, a stand-in module holding that one entry takes its place;
 when it is, the entry is added to it. Nothing else of bfcl-eval is replaced.
+
+Re-scoring bfcl-eval result files of a model that saw the names mangled
+(`arborl.tasks.bfcl.rescoring`), the checker is given `UNDERSCORED_MODEL_NAME`, a second entry
+whose `underscore_to_dot` is True: bfcl-eval's `convert_func_name` then maps the possible
+answer's `math.gcd` to `math_gcd` before comparing, exactly as for such a model of its own.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from typing import Any
 
 #: The model name arborl passes to bfcl-eval's checkers.
 MODEL_NAME = "arborl"
+#: The same, for a model that saw dotted function names with "." turned into "_" (no "_" in
+#: it: bfcl-eval looks the name up with every "_" turned into "/").
+UNDERSCORED_MODEL_NAME = "arborl-underscore-to-dot"
 PIN = "bfcl-eval==2026.3.23"
 
 
@@ -46,6 +54,10 @@ def _install_model_table() -> None:
         module.MODEL_CONFIG_MAPPING = {}  # type: ignore[attr-defined]
         sys.modules[name] = module
     module.MODEL_CONFIG_MAPPING.setdefault(MODEL_NAME, _ModelConfig())
+    module.MODEL_CONFIG_MAPPING.setdefault(
+        UNDERSCORED_MODEL_NAME,
+        _ModelConfig(UNDERSCORED_MODEL_NAME, UNDERSCORED_MODEL_NAME, underscore_to_dot=True),
+    )
 
 
 def bfcl() -> types.SimpleNamespace:
@@ -71,6 +83,31 @@ def bfcl() -> types.SimpleNamespace:
         is_empty_execute_response=mt.is_empty_execute_response,
         CLASS_FILE_PATH_MAPPING=backends.CLASS_FILE_PATH_MAPPING,
         STATELESS_CLASSES=backends.STATELESS_CLASSES,
+    )
+
+
+def bfcl_decoders() -> types.SimpleNamespace:
+    """bfcl-eval's decoding of stored model output (its handlers' shared helpers) and the
+    shape checks its runner applies to what they return."""
+    bfcl()
+    from bfcl_eval.constants.enums import ReturnFormat
+    from bfcl_eval.model_handler import utils as handler_utils
+    from bfcl_eval.utils import (
+        extract_test_category,
+        extract_test_category_from_id,
+        is_empty_output,
+        is_function_calling_format_output,
+    )
+
+    return types.SimpleNamespace(
+        ReturnFormat=ReturnFormat,
+        decode_ast_prompting=handler_utils.default_decode_ast_prompting,
+        decode_execute_prompting=handler_utils.default_decode_execute_prompting,
+        convert_to_function_call=handler_utils.convert_to_function_call,
+        is_function_calling_format_output=is_function_calling_format_output,
+        is_empty_output=is_empty_output,
+        category_of_file=extract_test_category,
+        category_of_id=extract_test_category_from_id,
     )
 
 
