@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -135,11 +136,32 @@ def is_registered(name: str) -> bool:
 
 
 def get_suite(name: str) -> Suite:
+    """The registered suite `name`, or, for a file or folder that is not a suite's name, the
+    suite of the user's files there (`user_suites.suite_from_path`: what `arborl eval
+    suite=PATH` reads; here without SWE-bench's repository options), so `arborl train
+    tasks.train=suite:PATH tasks.eval_suite=PATH` takes them too."""
     load_builtin_suites()
-    try:
+    if name in SUITES:
         return SUITES[name]
-    except KeyError:
-        raise SuiteError(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES)) or 'none'}") from None
+    from .user_suites import looks_like_path, suite_from_path  # the benchmarks' readers, only for a path
+
+    if looks_like_path(name):
+        key = (name, _stamp(name))
+        if key not in _PATH_SUITES:  # a trainer asks twice (its stream, its held-out tasks)
+            _PATH_SUITES[key] = suite_from_path(name)
+        return _PATH_SUITES[key]
+    raise SuiteError(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES)) or 'none'}")
+
+
+_PATH_SUITES: dict[tuple[str, int], Suite] = {}
+
+
+def _stamp(name: str) -> int:
+    """When the file or folder last changed (-1: it does not exist), so an edit reloads it."""
+    try:
+        return os.stat(name).st_mtime_ns
+    except OSError:
+        return -1
 
 
 def list_suites() -> list[Suite]:

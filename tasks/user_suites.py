@@ -2,6 +2,9 @@
 
     suite = suite_from_path("my-instances.jsonl", repos_dirs=["/data/repos"])   # SWE-bench
     suite = suite_from_path("osworld/examples/os")                               # OSWorld JSONs
+    suite = suite_from_path("my-games/")                 # TextWorld games (.z8 + .json, tw-make's)
+    suite = suite_from_path("variations.txt")            # ScienceWorld: `task_name, variation` lines
+    suite = suite_from_path("levels.txt")                # Sokoban levels, the standard text format
 
 What PATH may be:
 
@@ -17,11 +20,18 @@ What PATH may be:
   directory of them (searched recursively). A `gold.json` beside them (task id → scripted
   steps, as desktop-mini's) gives the gold policy; empty: DONE at once. With `desktop` (the
   desktop env's support), a task the desktop cannot run is refused when the suite loads.
+- TextWorld games: a folder (searched recursively) of `.z8` games with TextWorld's `.json`
+  beside each, as `tw-make` writes them, or one such game. Gold: the walkthrough; empty: look.
+- A ScienceWorld list: a text file of `task_name, variation` lines (`#` comments), checked
+  against the package's tasks and variation ranges. Gold: the package's gold action sequence.
+- Sokoban levels: a text file in the standard level format (`# $ . @ * +`, space floor,
+  levels separated by blank lines, `;` comments). Gold: arborl's solver.
 
-Each benchmark's own part is in its folder (`swebench/user.py`, `osworld/user.py`); this
-module tells them apart.
+Each benchmark's own part is in its folder (`swebench/user.py`, `osworld/user.py`,
+`textworld/user.py`, `scienceworld/user.py`, `sokoban/user.py`); this module tells them apart.
 
-What a file holds is decided by its content, not its name. A file that is neither says so.
+What a file holds is decided by its content, not its name; what is none of these is refused
+with an error naming all of them.
 """
 
 from __future__ import annotations
@@ -33,8 +43,23 @@ from typing import Any
 
 from .osworld import GOLD_FILE, DesktopSupport
 from .osworld.user import osworld_suite
+from .scienceworld.user import looks_like_list, scienceworld_suite
+from .sokoban.user import sokoban_suite
+from .sokoban.xsb import looks_like_levels
 from .suites import Suite, SuiteError
 from .swebench.user import swe_suite
+from .textworld.user import has_games, textworld_suite
+
+#: What `suite=PATH` reads, for the errors that find none of it.
+KNOWN = (
+    "arborl reads as a suite: SWE-bench instances (.jsonl/.json of objects with instance_id, or a "
+    "`datasets` folder), OSWorld task JSONs (objects with instruction and evaluator, a file or a "
+    "folder), TextWorld games (a folder of .z8 games with the .json tw-make writes beside each), "
+    "a ScienceWorld list (`task_name, variation` lines), Sokoban levels (the standard text format: "
+    "# $ . @ * + and spaces, blank lines between levels); docs/eval.md, Your own files"
+)
+#: A text file larger than this is not read whole to guess what it is.
+MAX_TEXT_BYTES = 32 * 1024 * 1024
 
 
 def looks_like_path(name: str) -> bool:
@@ -59,28 +84,43 @@ def _first_object(path: Path) -> Any:
 
 
 def detect_kind(path: Path) -> str:
-    """`swe` or `osworld` (raises SuiteError for anything else)."""
+    """`swe`, `osworld`, `textworld`, `scienceworld` or `sokoban`, from what `path` holds
+    (raises SuiteError naming the formats it knows for anything else)."""
     if path.is_dir():
         if (path / "dataset_info.json").is_file() or (path / "dataset_dict.json").is_file():
             return "swe"
+        if has_games(path):
+            return "textworld"
         files = sorted(p for p in path.rglob("*.json") if p.name != GOLD_FILE)
         if not files:
-            raise SuiteError(f"{path}: no .json task files and not a `datasets` directory")
+            raise SuiteError(f"{path}: a folder with nothing in it that {KNOWN}")
         path = files[0]
     elif not path.is_file():
         raise SuiteError(f"{path} does not exist")
+    elif has_games(path):
+        return "textworld"
     try:
         obj = _first_object(path)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SuiteError(f"{path}: not JSON ({e})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SuiteError(f"{path}: cannot be read ({e})") from None
+    except json.JSONDecodeError as e:
+        return _text_kind(path, e)
     if isinstance(obj, dict) and "instance_id" in obj:
         return "swe"
     if isinstance(obj, dict) and "evaluator" in obj and "instruction" in obj:
         return "osworld"
-    raise SuiteError(
-        f"{path}: neither SWE-bench instances (objects with instance_id) nor OSWorld tasks "
-        "(objects with instruction and evaluator)"
-    )
+    raise SuiteError(f"{path}: JSON, but not of a kind {KNOWN}")
+
+
+def _text_kind(path: Path, not_json: json.JSONDecodeError) -> str:
+    """`sokoban` or `scienceworld` for a text file that is not JSON."""
+    if path.stat().st_size <= MAX_TEXT_BYTES:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if looks_like_levels(text):
+            return "sokoban"
+        if looks_like_list(text):
+            return "scienceworld"
+    raise SuiteError(f"{path}: not JSON ({not_json}) and not of another kind {KNOWN}")
 
 
 def suite_from_path(
@@ -95,6 +135,13 @@ def suite_from_path(
     desktop that will run OSWorld tasks can do (`arborl.envs.desktop.support.DESKTOP`), so that
     a task it cannot run is refused when the suite loads."""
     path = Path(name)
-    if detect_kind(path) == "swe":
+    kind = detect_kind(path)
+    if kind == "swe":
         return swe_suite(name, path, repos_dirs, environments, split)
+    if kind == "textworld":
+        return textworld_suite(name, path)
+    if kind == "scienceworld":
+        return scienceworld_suite(name, path)
+    if kind == "sokoban":
+        return sokoban_suite(name, path)
     return osworld_suite(name, path, desktop)

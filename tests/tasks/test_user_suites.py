@@ -191,7 +191,7 @@ def test_osworld_files_and_folders_are_suites(tmp_path):
 
 def test_files_that_are_neither_are_refused(tmp_path):
     (tmp_path / "x.json").write_text('{"hello": 1}')
-    with pytest.raises(SuiteError, match="neither SWE-bench instances"):
+    with pytest.raises(SuiteError, match="not of a kind arborl reads as a suite: SWE-bench instances"):
         suite_from_path(str(tmp_path / "x.json"))
     with pytest.raises(SuiteError, match="does not exist"):
         suite_from_path(str(tmp_path / "nope.jsonl"))
