@@ -194,13 +194,13 @@ SUITES: dict[str, dict[str, Any]] = {
         "demo": "arborl.tasks.toy.tool_mix:demo_policy",
         "demo_options": {"lead": "any"},
     },
-    # issue 50's houses of cued rooms: six doors to find, three wrong ones tolerated; the walker
-    # opens a random unlocked door (19 turns: it always finishes, none of its walks filtered)
+    # issue 50's houses of cued rooms: six doors to find, four wrong ones tolerated; the walker
+    # opens a random unlocked door (18 turns: it always finishes, none of its walks filtered)
     "tool-cues": {
         "train": "arborl.tasks.toy.tool_cues:generate_cue_tasks",
         "demo": "arborl.tasks.toy.tool_cues:explore_policy",
         "max_turns": 10,
-        "demo_max_turns": 19,
+        "demo_max_turns": 18,
         "labels": True,  # the door tool labels each turn (Turn.step_label): the oracle mode runs
     },
     # the control: blue opens every door whatever the cue (step credit has nothing to add)
@@ -209,7 +209,7 @@ SUITES: dict[str, dict[str, Any]] = {
         "options": {"single": True},
         "demo": "arborl.tasks.toy.tool_cues:explore_policy",
         "max_turns": 10,
-        "demo_max_turns": 19,
+        "demo_max_turns": 18,
         "labels": True,  # the door tool labels each turn (Turn.step_label): the oracle mode runs
     },
 }

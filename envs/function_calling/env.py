@@ -94,11 +94,16 @@ class ToolEpisode:
     `step_label` is for oracles, not the agent: a tool may label the step its call is in
     (e.g. +1 a right door, -1 a locked one: tool-cues). The env clears it before each step
     and reports it as the step's ``info["step_label"]`` (the agent's `Turn.step_label`); it
-    is no part of `state`."""
+    is no part of `state`.
+
+    `answer` lets a tool end the episode as reaching a goal does (tool-cues: the last door
+    opens on the code): the env scores it as the final answer (the task's verifier), in the
+    step of that call. Only host tools hold the episode; the agent cannot set it."""
 
     task: ToolTask
     state: dict[str, Any] = field(default_factory=dict)
     step_label: float | None = None
+    answer: str | None = None
 
 
 class ToolEnv(ToolCallingEnv):
@@ -259,8 +264,14 @@ class ToolEnv(ToolCallingEnv):
                 if wants_episode:
                     args = {**args, "episode": self._episode}
                 if asyncio.iscoroutinefunction(fn):
-                    return await fn(**args)
-                return await asyncio.to_thread(fn, **args)
+                    out = await fn(**args)
+                else:
+                    out = await asyncio.to_thread(fn, **args)
+                if wants_episode and self._episode.answer is not None:  # the tool ended the episode
+                    step = self._answered(self._episode.answer)
+                    text = out.content if isinstance(out, ToolResult) else str(out)
+                    return ToolResult(text, terminal=True, reward=step.reward, info=step.info)
+                return out
 
             return Tool(decl.name, decl.description, decl.parameters, host)
 

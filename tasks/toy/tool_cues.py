@@ -12,11 +12,13 @@ wrong door is locked: the agent stays where it is and is told so.
     door("blue")   → "The blue door is locked. You are still in room Q: a circle is ..."
     door("red")    → "room K: a triangle is painted on the wall. A red door, a blue door and a green door."
     ...            (six right doors in all)
-    door("green")  → "room B: the code is 512."
-    answer  512
+    door("green")  → "room B: the code is 512."   (the episode ends: the code is the answer)
 
-The budget (`MAX_TURNS` = 10: six doors and the answer, plus three) tolerates three locked
-doors. Every episode of a task starts in its first room, and the room reached after k right
+Opening the last door ends the episode with the code as its answer (the door tool sets the
+episode's `answer`, which the tool env scores as a final answer), so success is reaching the
+last room: what the benchmark measures is the choice of doors, not copying a number (a tiny
+model warm-started for minutes copies the code no better than chance). The budget
+(`MAX_TURNS` = 10: six doors, plus four) tolerates four locked doors. Every episode of a task starts in its first room, and the room reached after k right
 doors is the same whichever locked doors were tried on the way: its description is a
 function of the room alone, and the env's state is the room (`episode.state["room"]`, the
 number of right doors so far, and nothing else), so a task's episodes meet in the same
@@ -31,12 +33,12 @@ The warm start's walker (`explore_policy`) opens a door at random among those of
 not yet found locked, so it never learns what a cue means. In each room it meets 0, 1 or 2
 locked doors, each with probability 1/3 (where the right door falls in a random order of
 three), independently over the six rooms, and it succeeds within the budget iff its locked
-doors total at most 3. The number of ways to total k is the coefficient of x^k in
+doors total at most 4. The number of ways to total k is the coefficient of x^k in
 (1 + x + x²)⁶ = 1 + 6x + 21x² + 50x³ + 90x⁴ + ..., so
 
-    P(success) = (1 + 6 + 21 + 50) / 3⁶ = 78 / 729 ≈ 10.7 %         (`WALKER_SUCCESS`)
+    P(success) = (1 + 6 + 21 + 50 + 90) / 3⁶ = 168 / 729 ≈ 23.0 %      (`WALKER_SUCCESS`)
 
-in either suite (the walker ignores the cue). Given 3 · ROOMS + 1 = 19 turns it always
+in either suite (the walker ignores the cue). Given 3 · ROOMS = 18 turns it always
 succeeds (its demonstrations' budget).
 
 Each turn that opens a door is labelled for an oracle (issue 50's `oracle_step` estimator,
@@ -65,8 +67,8 @@ from .tool_mini import tool_call
 
 EVAL_SIZE = 64
 ROOMS = 6
-MAX_LOCKED = 3
-MAX_TURNS = ROOMS + 1 + MAX_LOCKED  # six doors and the answer, plus three locked doors
+MAX_LOCKED = 4
+MAX_TURNS = ROOMS + MAX_LOCKED  # six doors (the last one ends the episode), plus four locked doors
 COLOURS = ("red", "blue", "green")
 #: The one rule of every `tool-cues` house (never said): the cue on the wall → the door that opens.
 RULE = {"circle": "red", "triangle": "blue", "square": "green"}
@@ -74,7 +76,7 @@ CUES = tuple(RULE)
 #: The door that opens in every room of a `tool-cues-single` house.
 SINGLE = "blue"
 #: The walker's chance of success within `MAX_TURNS` (see the module docstring).
-WALKER_SUCCESS = 78 / 729
+WALKER_SUCCESS = 168 / 729
 _EVAL_SEED = "tool-cues-eval-v1"
 SYSTEM_PROMPT = (
     "Find the code. Open doors with the door tool; a locked door leaves you where you are. "
@@ -102,6 +104,7 @@ class LabelledEpisode(HostToolEpisode, Protocol):
     it before each step and reports it as the step's ``info["step_label"]``."""
 
     step_label: float | None
+    answer: str | None
 
 
 def describe(house: dict[str, Any], at: int) -> str:
@@ -131,6 +134,8 @@ def door(colour: str, episode: LabelledEpisode) -> str:
         return f"The {colour} door is locked. You are still in {describe(house, at)}"
     _label(episode, 1.0)
     episode.state["room"] = at + 1
+    if at + 1 == ROOMS:  # the last room: the goal, whose code ends the episode as its answer
+        episode.answer = str(house["code"])
     return describe(house, at + 1)
 
 
@@ -234,7 +239,7 @@ def explore_policy(task: ToolTask, seed: int = 0) -> Policy:
     """A door at random among the room's doors not yet found locked (seeded by the task,
     `seed` and the turn): the warm start's demonstrations, which show the tool, the format
     and getting past a locked door but not what a cue means. Succeeds within `MAX_TURNS`
-    with probability `WALKER_SUCCESS`, always within 3 * ROOMS + 1 turns."""
+    with probability `WALKER_SUCCESS`, always within 3 * ROOMS turns."""
 
     def pick(room: int, locked: set[str], turn: int) -> str:
         rng = random.Random(f"{task.id}:{seed}:{turn}")

@@ -55,12 +55,12 @@ def test_the_batch_carries_one_label_per_turn_unlabelled_as_zero():
 
 async def test_the_agent_records_each_turns_label_from_the_envs_step_info(tok):
     """A walk through a tool-cues house by the agent loop (a scripted demonstrator): the door
-    turns are labelled +1 / -1 as the door tool judged them, the answer turn not at all."""
+    turns are labelled +1 / -1 as the door tool judged them; the last door ends the episode."""
     task = tc.load_suite()[0]
     right = task.metadata["right"]
     wrong = [next(c for c in tc.COLOURS if c != r) for r in right]
     doors = [wrong[0], right[0], right[1], wrong[2], right[2], *right[3:]]
-    replies = iter([*(tc.tool_call("door", {"colour": c}) for c in doors), str(task.answer)])
+    replies = iter([tc.tool_call("door", {"colour": c}) for c in doors])
     env = gymnasium.make("arborl/Tool-v0")
     try:
         ep = await agent_for(None, tok, max_turns=tc.MAX_TURNS).run_episode(
@@ -69,5 +69,5 @@ async def test_the_agent_records_each_turns_label_from_the_envs_step_info(tok):
     finally:
         env.close()
     assert ep.trajectory.outcome_reward == 1.0
-    assert [t.step_label for t in ep.trajectory.turns] == [-1.0, 1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0, None]
+    assert [t.step_label for t in ep.trajectory.turns] == [-1.0, 1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0]
     assert [i.get("step_label") for i in ep.infos[1:]] == [t.step_label for t in ep.trajectory.turns]

@@ -1,4 +1,4 @@
-"""tool-cues and tool-cues-single: gold 100 % in seven turns, empty 0 %, the warm-start walker
+"""tool-cues and tool-cues-single: gold 100 % in six turns (the last door ends the episode), empty 0 %, the warm-start walker
 at its combinatorial success rate, the room as the env's state (its text a function of the
 room alone), training streams that hold no evaluation house, and each door turn labelled for
 an oracle in the step's info."""
@@ -25,14 +25,14 @@ def _turns(episode) -> int:
 
 
 @pytest.mark.parametrize("name", SUITES)
-def test_gold_solves_every_house_in_seven_turns_and_empty_none(name):
+def test_gold_solves_every_house_in_six_turns_and_empty_none(name):
     suite = get_suite(name)
     tasks = suite.tasks()
     assert len(tasks) == tc.EVAL_SIZE and suite.max_turns == tc.MAX_TURNS == 10
     assert [t.id for t in tasks[:1]] == [f"{name}/000"]
     episodes = run_policy(tasks, tc.gold_policy, tc.MAX_TURNS)
     assert [e.total_reward for e in episodes] == [1.0] * len(tasks)
-    assert {_turns(e) for e in episodes} == {tc.ROOMS + 1}
+    assert {_turns(e) for e in episodes} == {tc.ROOMS}  # the sixth door ends it: no answer turn
     assert [e.total_reward for e in run_policy(tasks, tc.empty_policy, tc.MAX_TURNS)] == [0.0] * len(tasks)
 
 
@@ -50,17 +50,18 @@ def test_houses_mix_cues_under_one_rule_and_the_control_opens_blue_everywhere():
 
 def _success_by_formula() -> Fraction:
     """Per room the right door is 1st, 2nd or 3rd of a random order (0, 1 or 2 locked doors, each
-    1/3); success iff the six rooms' locked doors total <= 3: the coefficients of (1 + x + x²)⁶."""
+    1/3); success iff the six rooms' locked doors total <= 4 (ten turns, the sixth right door
+    ends the episode): the coefficients of (1 + x + x²)⁶."""
     poly = [1]
     for _ in range(6):
         poly = [sum(poly[k - j] for j in range(3) if 0 <= k - j < len(poly)) for k in range(len(poly) + 2)]
-    assert poly[:4] == [1, 6, 21, 50] and sum(poly) == 3**6
-    return Fraction(sum(poly[:4]), 3**6)
+    assert poly[:5] == [1, 6, 21, 50, 90] and sum(poly) == 3**6
+    return Fraction(sum(poly[:5]), 3**6)
 
 
 def test_the_walker_succeeds_at_its_combinatorial_rate_and_always_with_room():
     exact = _success_by_formula()
-    assert exact == Fraction(78, 729) and float(exact) == tc.WALKER_SUCCESS
+    assert exact == Fraction(168, 729) and float(exact) == tc.WALKER_SUCCESS
     tasks = tc.load_suite()
     rewards = list(
         itertools.chain.from_iterable(
@@ -72,19 +73,19 @@ def test_the_walker_succeeds_at_its_combinatorial_rate_and_always_with_room():
         )
     )
     rate = sum(rewards) / len(rewards)
-    # 3200 walks: the binomial's sd is 0.0055; the walks are seeded, so this never flakes
+    # 3200 walks: the binomial's sd is 0.0074; the walks are seeded, so this never flakes
     assert abs(rate - float(exact)) < 0.02, rate
-    roomy = run_policy(tasks, tc.explore_policy, 3 * tc.ROOMS + 1)
+    roomy = run_policy(tasks, tc.explore_policy, 3 * tc.ROOMS)
     assert [e.total_reward for e in roomy] == [1.0] * len(tasks)  # every demonstration succeeds
     for e in roomy:  # it never tries a door it found locked in the room it is in
-        doors = [m["content"] for m in e.messages if m["role"] == "assistant"][:-1]
+        doors = [m["content"] for m in e.messages if m["role"] == "assistant"]
         locked = [m["content"] for m in e.messages if m["role"] == "tool"]
         tried: set[str] = set()
         for call, result in zip(doors, locked, strict=True):
             colour = next(c for c in tc.COLOURS if f'"{c}"' in call)
             assert colour not in tried
             tried = tried | {colour} if "is locked" in result else set()
-    assert {_turns(e) - tc.ROOMS - 1 for e in roomy} >= {1, 2, 3, 4, 5, 6}  # the cue is not followed
+    assert {_turns(e) - tc.ROOMS for e in roomy} >= {1, 2, 3, 4, 5, 6}  # the cue is not followed
 
 
 def test_training_streams_are_reproducible_and_hold_no_evaluation_house():
@@ -165,3 +166,35 @@ def test_the_control_opens_blue_whatever_the_cue():
     walked = _walk(task, ["red", "blue", "green", "blue"])
     assert [s for *_, s in walked] == [{}, {"room": 1}, {"room": 1}, {"room": 2}]
     assert [i["step_label"] for _, i, _ in walked] == [-1.0, 1.0, -1.0, 1.0]
+
+
+def test_only_the_last_door_ends_the_episode_and_the_agent_cannot_end_it_itself():
+    """The sixth right door ends the episode with the house's code as its answer (the goal is
+    reached); an agent that sends an `episode` or `answer` of its own in the call reaches
+    neither the tool's episode nor the end."""
+    task = tc.load_suite()[0]
+    right = task.metadata["right"]
+
+    async def go(calls):
+        env = gymnasium.make("arborl/Tool-v0").unwrapped
+        await env.areset(options={"task": task})
+        out = []
+        for args in calls:
+            _, reward, terminated, _, info = await env.astep(tc.tool_call("door", args))
+            out.append((reward, terminated, info.get("answer")))
+            if terminated:
+                break
+        return out
+
+    straight = asyncio.run(go([{"colour": c} for c in right]))
+    assert [t for _, t, _ in straight] == [False] * (tc.ROOMS - 1) + [True]
+    assert straight[-1] == (1.0, True, str(task.answer))
+    forged = asyncio.run(
+        go(
+            [
+                {"colour": right[0], "episode": {"answer": str(task.answer)}},
+                {"colour": right[0], "answer": str(task.answer)},
+            ]
+        )
+    )
+    assert all(not terminated and reward == 0.0 for reward, terminated, _ in forged), forged
