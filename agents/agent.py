@@ -33,6 +33,7 @@ import hashlib
 import inspect
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,6 +108,9 @@ class EpisodeState:
     base: list[int] = field(default_factory=list)
     window: list[Entry] = field(default_factory=list)
     segments: list[Trajectory] = field(default_factory=list)  # earlier segments, in order
+    #: The episode's place among the episodes of its group this agent started or forked (in
+    #: call order): its own part of a seeded sampling's noise (`Agent._sampling`).
+    place: int = 0
 
 
 @dataclass
@@ -147,6 +151,7 @@ class Agent:
         self.config = config or AgentConfig()
         self.version_offset = version_offset
         self._template_checked: dict[str, list[str]] = {}
+        self._started: OrderedDict[str, int] = OrderedDict()  # episodes per group, recent groups
 
     # ---- whole episodes ----------------------------------------------------------------
     async def run_episode(
@@ -203,6 +208,7 @@ class Agent:
     ) -> EpisodeState:
         """Reset the env and render the opening messages once (the prompt ids)."""
         start = time.perf_counter()
+        place = self._take_place(group_id)  # before the first await: the order calls were made in
         obs, info = await areset(env, seed=seed, options={"task": task})
         messages = list(observation_messages(obs))
         tools = info.get("tools") or None
@@ -220,6 +226,7 @@ class Agent:
             observations=[messages],
             seed=seed,
             base=list(chat.ids),
+            place=place,
         )
         if self.config.context != "truncate":
             try:
@@ -294,6 +301,7 @@ class Agent:
             base=state.base,
             window=list(state.window),
             segments=list(state.segments),
+            place=state.place,
         )
 
     async def finish(self, state: EpisodeState) -> AgentEpisode:
@@ -313,6 +321,7 @@ class Agent:
 
         Raises `ForkMismatch` if the replayed env answers differently (a nondeterministic env
         cannot be forked by replay)."""
+        place = self._take_place(state.trajectory.group_id)  # before the first await, as start's
         obs, _ = await areset(env, seed=state.seed, options={"task": state.task})
         replayed = [list(observation_messages(obs))]
         for i, action in enumerate(state.actions):
@@ -324,8 +333,16 @@ class Agent:
             if seen != again:
                 raise ForkMismatch(f"observation {i} differs on replay: the env is not deterministic")
         copied = self.snapshot(state)
-        copied.env = env
+        copied.env, copied.place = env, place
         return copied
+
+    def _take_place(self, group_id: str) -> int:
+        """The next place in group `group_id` (0 for its first episode)."""
+        k = self._started.pop(group_id, 0)
+        self._started[group_id] = k + 1
+        while len(self._started) > 4096:  # far more groups than are ever in flight
+            self._started.popitem(last=False)
+        return k
 
     # ---- internals --------------------------------------------------------------------
     async def _demonstrate(self, state: EpisodeState, demo: Policy) -> Generation:
@@ -473,17 +490,26 @@ class Agent:
 
     def _sampling(self, state: EpisodeState, room: int) -> SamplingParams:
         """The sampling of the episode's next generation. A seeded config gives each call a seed
-        of its own, drawn from the config's seed, the episode's group id and the call's index
-        in the episode: the engine's seed is per request (vLLM's rule), so passing the config's
-        seed on would give every turn of every episode the same noise (a policy that is
-        unsure the same way each turn would then draw the same reply every turn, and every
-        task's sample j the same replies)."""
+        of its own, drawn from the config's seed, the episode's group id, the call's index in
+        the episode and the episode's place in its group: the engine's seed is per request
+        (vLLM's rule), so passing the config's seed on would give every turn of every episode
+        the same noise (a policy that is unsure the same way each turn would then draw the same
+        reply every turn, and every task's sample j the same replies); and the episodes of a
+        GRPO group, or a tree's branches, share their group id, so without their place they
+        would all draw the same replies. The place is taken in call order before any await,
+        so the same seed samples the same episodes however the engine batches::
+
+            seed = h(config seed, group id, call)       then, for place k > 0, h(seed, k)
+        """
         update: dict[str, Any] = {"n": 1, "max_new_tokens": room}
         seed = self.config.sampling.seed
         if seed is not None:
             calls = sum(len(s.turns) for s in state.segments) + len(state.trajectory.turns)
             key = f"{seed}\0{state.trajectory.group_id}\0{calls}".encode()
             update["seed"] = int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") >> 1
+            if state.place:
+                key = f"{update['seed']}\0{state.place}".encode()
+                update["seed"] = int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") >> 1
         return self.config.sampling.model_copy(update=update)
 
     def _room(self, state: EpisodeState) -> int:

@@ -37,7 +37,7 @@ from .config import RolloutConfig, TrainConfig
 from .learner import Learner
 from .metrics_log import MetricsLogger, read_metrics, success_metrics
 from .progress import PhaseBar, Progress
-from .rollout import RolloutAgent, max_staleness
+from .rollout import max_staleness
 from .store import TrajectoryStore
 
 log = logging.getLogger(__name__)
@@ -168,7 +168,7 @@ class RunContext:
         budgets: dict[str, Any] = {"max_turns": ro.max_turns, "max_new_tokens": ro.max_new_tokens}
         budgets["max_context_tokens"] = ro.max_context_tokens
         budgets["context"] = ro.context
-        self.agent = RolloutAgent(self.engine, self.tokenizer, AgentConfig(sampling=sampling, **budgets))
+        self.agent = Agent(self.engine, self.tokenizer, AgentConfig(sampling=sampling, **budgets))
         self.greedy = Agent(
             self.engine, self.tokenizer, AgentConfig(sampling=SamplingParams(temperature=0), **budgets)
         )

@@ -32,7 +32,8 @@ no episode is replaced by a fresh one (the learner's batch would otherwise never
 failure: a dead engine or env fails loudly instead of hanging the trainer.
 
 Sampling is seeded (`run.seed`): the group id is the task's index (``group-<index>``, not a
-random id) and `RolloutAgent` gives each episode of a group its own seed, so the same seed
+random id) and the `Agent` gives each episode of a group its own seed (its place in the
+group: `Agent._sampling`), so the same seed
 samples the same episodes again (sync mode; in async mode the weights an episode sees depend
 on timing).
 """
@@ -40,10 +41,8 @@ on timing).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,8 +50,6 @@ from typing import Any
 import gymnasium
 
 from arborl.agents import Agent, Trajectory
-from arborl.agents.agent import AgentEpisode, EpisodeState
-from arborl.agents.engines import SamplingParams
 from arborl.agents.harnesses.runner import MiniSweAgentRunner
 from arborl.agents.trajectory import episodes_of
 from arborl.agents.tree import TreeConfig, TreeRollout
@@ -85,62 +82,6 @@ def max_staleness(a: AsyncConfig) -> int | None:
     if a.mode == "sync":
         return None if a.partial_rollouts else 0  # partial rollouts resume across one update
     return a.max_staleness
-
-
-class RolloutAgent(Agent):
-    """The RL rollouts' `Agent`: with a seeded sampling config, each episode of a group draws
-    its own noise.
-
-    A seeded `Agent` seeds each generation from (config seed, group id, call index): enough
-    where every episode has its group id (evaluations), not for a GRPO group, whose episodes
-    share theirs (``group-<task index>``), nor for a tree, whose branches do: every episode of
-    the group would sample the same replies. Here each episode also counts its place in the
-    group: the k-th episode started (`start`) or branched (`fork`) in the group, in call order.
-    Within a group that order is the order its coroutines were created in (both take their
-    place before their first await), so a run with the same seed draws the same noise for the
-    same episode, however the engine batches its requests::
-
-        seed of a generation = h(h(run.seed, "group-<index>", call), k)        (k = 0: h(...) alone)
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._started: OrderedDict[str, int] = OrderedDict()  # episodes per group, recent groups
-        self._place: dict[int, int] = {}  # id(state) → its place in its group
-
-    def _take_place(self, group_id: str) -> int:
-        k = self._started.pop(group_id, 0)
-        self._started[group_id] = k + 1
-        while len(self._started) > 4096:  # far more than are ever in flight
-            self._started.popitem(last=False)
-        return k
-
-    async def start(
-        self, env: gymnasium.Env, task: Any, *, group_id: str = "", seed: int | None = None
-    ) -> EpisodeState:
-        k = self._take_place(group_id)
-        state = await super().start(env, task, group_id=group_id, seed=seed)
-        self._place[id(state)] = k
-        return state
-
-    async def fork(self, state: EpisodeState, env: gymnasium.Env) -> EpisodeState:
-        k = self._take_place(state.trajectory.group_id)
-        copied = await super().fork(state, env)
-        self._place[id(copied)] = k
-        return copied
-
-    async def finish(self, state: EpisodeState) -> AgentEpisode:
-        self._place.pop(id(state), None)
-        return await super().finish(state)
-
-    def _sampling(self, state: EpisodeState, room: int) -> SamplingParams:
-        sampling = super()._sampling(state, room)
-        k = self._place.get(id(state), 0)
-        if sampling.seed is None or k == 0:
-            return sampling
-        key = f"{sampling.seed}\0{k}".encode()
-        seed = int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") >> 1
-        return sampling.model_copy(update={"seed": seed})
 
 
 class RolloutError(RuntimeError):
