@@ -19,6 +19,7 @@ from arith_suite import train_config as config  # also registers the test-arith 
 from arborl.agents import read_trajectories
 from arborl.envs import register_env
 from arborl.envs.base import Step, TextEnv
+from arborl.envs.state_hash import record_failure
 from arborl.tasks.stream import task_stream
 from arborl.trainer.local.checkpoint import Checkpointer
 from arborl.trainer.local.context import RunDirError
@@ -155,6 +156,7 @@ def test_resume_after_sigkill_loses_and_repeats_no_group(tmp_path):
 
 
 def test_kl_to_the_starting_policy_and_a_step_level_estimator(tmp_path):
+    record_failure("EarlierEnv", ValueError("a failure before this run"))  # the process's count
     cfg = config(
         tmp_path / "kl",
         sft={"steps": 0},
@@ -177,7 +179,7 @@ def test_kl_to_the_starting_policy_and_a_step_level_estimator(tmp_path):
         assert 0 <= e["batch/uniform_group_fraction"] <= 1
         # the first turns of a group recur across its episodes; every state hashed
         assert e["anchors/turns_recurring"] > 0 and 0 <= e["anchors/step_nonzero"] <= 1, e
-        assert e["rollout/state_hash_failures"] == 0
+        assert e["rollout/state_hash_failures"] == 0  # this run's, not the process's
 
 
 class ToolsDown(gymnasium.Wrapper):

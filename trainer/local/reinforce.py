@@ -69,6 +69,8 @@ class Reinforce:
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
         cfg = ctx.cfg
+        # the process's count (envs/state_hash.py) includes whatever ran before this phase
+        self.hash_failures_before = sum(state_hash_failures().values())
         self.pacer = Pacer(
             ctx.budget,
             "rl",
@@ -245,8 +247,11 @@ class Reinforce:
             "rollout/env_s": sum(t.metrics.get("env_s", 0.0) for t in trajs) / n,
             "rollout/tool_errors": sum(t.metrics.get("tool_errors", 0.0) for t in trajs) / n,
             "rollout/infra_failures": float(manager.stats.infra_failures),
-            # states the env could not hash are unknown to GiGPO (no anchor): counted, not hidden
-            "rollout/state_hash_failures": float(sum(state_hash_failures().values())),
+            # states the env could not hash this phase are unknown to GiGPO (no anchor): counted,
+            # not hidden
+            "rollout/state_hash_failures": float(
+                sum(state_hash_failures().values()) - self.hash_failures_before
+            ),
             "staleness/mean": sum(k * c for k, c in stats.staleness.items())
             / max(1, sum(stats.staleness.values())),
             "staleness/max": float(max(stats.staleness, default=0)),
