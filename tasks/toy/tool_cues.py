@@ -80,7 +80,7 @@ WALKER_SUCCESS = 168 / 729
 _EVAL_SEED = "tool-cues-eval-v1"
 SYSTEM_PROMPT = (
     "Find the code. Open doors with the door tool; a locked door leaves you where you are. "
-    "When you know the code, reply with the code only."
+    "The code is in the last room: reaching it ends the search."
 )
 DOOR_TOOL = ToolDecl(
     name="door",
