@@ -21,35 +21,48 @@ Budgets: `max_turns` (then the env scores the current state: `truncation="max_tu
 `max_new_tokens` per turn, and `max_context_tokens` for the whole sequence. With
 `context="truncate"` (the default) an observation that would not leave room for a reply ends
 the episode with `truncation="context_overflow"`, and is not kept; `"sliding_window"` and
-`"summarize"` go on in a new context instead, each a new segment (`arborl.agents.context`;
-`AgentEpisode.segments`). An env or engine error ends the episode with
+`"summarize"` go on in a new context instead, each a new segment (`arborl.agents.context`,
+`overflow.py`; `AgentEpisode.segments`). An env or engine error ends the episode with
 `truncation="env_error"` / `"engine_error"` and `error` set; the sandbox lease always goes back.
+
+The loop is here; what it records (`EpisodeState`, `AgentEpisode`, how an episode ends) is in
+`episode.py`, and each generation's seed in `seeding.py`.
 """
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import inspect
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import gymnasium
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from arborl.envs import afinish, arelease, areset, astep
+from arborl.envs import arelease, areset, astep
 from arborl.envs.episodes import on_envs
 from arborl.envs.spaces import observation_messages
 from arborl.tasks import Policy
 
 from .chat import TokenizedChat, check_append_only
-from .context import SUMMARY_PROMPT, ContextMode, Entry, check_budget, check_prompt_fits, fit, joined
+from .context import SUMMARY_PROMPT, ContextMode, check_budget, check_prompt_fits
 from .engines import Generation, InferenceEngine, SamplingParams
+from .episode import (
+    AgentEpisode,
+    EpisodeState,
+    ForkMismatch,
+    end_episode,
+    episode_metrics,
+    episode_segments,
+    observation_text,
+    snapshot,
+)
+from .overflow import Overflow, go_on
+from .seeding import GroupPlaces, generation_sampling
 from .trajectory import Trajectory, Turn
+
+__all__ = ["Agent", "AgentConfig", "AgentEpisode", "EpisodeState", "ForkMismatch", "Gate", "observation_text"]
 
 log = logging.getLogger(__name__)
 Gate = Callable[[], Awaitable[None]]
@@ -89,50 +102,6 @@ class AgentConfig(BaseModel):
         return self
 
 
-@dataclass
-class EpisodeState:
-    """An episode in progress: its env, its token sequence and what has been recorded."""
-
-    env: gymnasium.Env
-    task: Any
-    chat: TokenizedChat
-    trajectory: Trajectory
-    messages: list[dict[str, Any]]
-    infos: list[dict[str, Any]]
-    actions: list[str] = field(default_factory=list)  # decoded replies, for replaying the prefix
-    observations: list[list[dict[str, Any]]] = field(default_factory=list)  # reset's, then each step's
-    seed: int | None = None
-    done: bool = False
-    error: str | None = None
-    # a context is `base` (the opening prompt's ids) + `window` (see arborl.agents.context)
-    base: list[int] = field(default_factory=list)
-    window: list[Entry] = field(default_factory=list)
-    segments: list[Trajectory] = field(default_factory=list)  # earlier segments, in order
-    #: The episode's place among the episodes of its group this agent started or forked (in
-    #: call order): its own part of a seeded sampling's noise (`Agent._sampling`).
-    place: int = 0
-
-
-@dataclass
-class _Overflow:
-    """The turn whose observation did not fit, and that observation (messages, ids)."""
-
-    turn: Turn
-    messages: list[dict[str, Any]]
-    ids: list[int]
-
-
-@dataclass
-class AgentEpisode:
-    """A finished episode: the trajectory for training plus what eval and logs show."""
-
-    trajectory: Trajectory  # the last segment (the whole episode unless its context changed)
-    messages: list[dict[str, Any]]
-    infos: list[dict[str, Any]]
-    error: str | None = None
-    segments: list[Trajectory] = field(default_factory=list)  # every segment, in order
-
-
 class Agent:
     """Runs episodes of a policy (an `InferenceEngine` + its tokenizer) in Gymnasium envs."""
 
@@ -151,7 +120,7 @@ class Agent:
         self.config = config or AgentConfig()
         self.version_offset = version_offset
         self._template_checked: dict[str, list[str]] = {}
-        self._started: OrderedDict[str, int] = OrderedDict()  # episodes per group, recent groups
+        self._places = GroupPlaces()  # each group's next place, for seeded sampling
 
     # ---- whole episodes ----------------------------------------------------------------
     async def run_episode(
@@ -235,7 +204,7 @@ class Agent:
                 await arelease(env)
                 raise
         if len(chat.ids) >= self.config.max_context_tokens:
-            await self._end(state, truncation="context_overflow")
+            await end_episode(state, truncation="context_overflow")
         return state
 
     def can_step(self, state: EpisodeState) -> bool:
@@ -259,7 +228,7 @@ class Agent:
         if state.done:
             raise RuntimeError("the episode has ended")
         if not self.can_step(state):  # at the turn limit
-            await self._end(state, truncation="max_turns")
+            await end_episode(state, truncation="max_turns")
             return
         if gate is not None:
             await gate()  # a paused partial rollout waits here, between turns
@@ -276,42 +245,22 @@ class Agent:
                 gen = (await self.engine.generate([state.chat.ids + head], sampling))[0]
         except Exception as e:
             log.warning("generation failed: %s: %s", type(e).__name__, e)
-            await self._end(state, truncation="engine_error", error=f"{type(e).__name__}: {e}")
+            await end_episode(state, truncation="engine_error", error=f"{type(e).__name__}: {e}")
             return
         await self._apply(state, gen, prefix)
 
     def snapshot(self, state: EpisodeState) -> EpisodeState:
         """A copy of the episode's record without its env, to fork later (`fork`)."""
-        chat = copy.copy(state.chat)
-        chat.ids, chat.messages = list(state.chat.ids), list(state.chat.messages)
-        chat.last_response = list(state.chat.last_response)
-        traj = copy.copy(state.trajectory)
-        traj.turns, traj.metrics = list(state.trajectory.turns), dict(state.trajectory.metrics)
-        return EpisodeState(
-            None,  # type: ignore[arg-type]  # a snapshot holds no env; fork() gives it one
-            state.task,
-            chat,
-            traj,
-            list(state.messages),
-            list(state.infos),
-            list(state.actions),
-            list(state.observations),
-            state.seed,
-            state.done,
-            base=state.base,
-            window=list(state.window),
-            segments=list(state.segments),
-            place=state.place,
-        )
+        return snapshot(state)
 
     async def finish(self, state: EpisodeState) -> AgentEpisode:
         """Give the sandbox back and package the episode."""
         if not state.done:
-            await self._end(state, truncation="stopped")
+            await end_episode(state, truncation="stopped")
         await arelease(state.env)
-        segments = _segments(state)
+        segments = episode_segments(state)
         traj = segments[-1]
-        traj.metrics.update(_episode_metrics(segments, state.infos))
+        traj.metrics.update(episode_metrics(segments, state.infos))
         return AgentEpisode(traj, state.messages, state.infos, state.error, segments)
 
     async def fork(self, state: EpisodeState, env: gymnasium.Env) -> EpisodeState:
@@ -338,11 +287,7 @@ class Agent:
 
     def _take_place(self, group_id: str) -> int:
         """The next place in group `group_id` (0 for its first episode)."""
-        k = self._started.pop(group_id, 0)
-        self._started[group_id] = k + 1
-        while len(self._started) > 4096:  # far more groups than are ever in flight
-            self._started.popitem(last=False)
-        return k
+        return self._places.take(group_id)
 
     # ---- internals --------------------------------------------------------------------
     async def _demonstrate(self, state: EpisodeState, demo: Policy) -> Generation:
@@ -395,7 +340,9 @@ class Agent:
         except Exception as e:  # envs turn model errors into observations; this is an env bug
             log.warning("env step failed: %s: %s", type(e).__name__, e)
             turn.env_s = time.perf_counter() - start
-            await self._end(state, truncation="env_error", error=f"{type(e).__name__}: {e}", finish_env=False)
+            await end_episode(
+                state, truncation="env_error", error=f"{type(e).__name__}: {e}", finish_env=False
+            )
             return
         turn.env_s = time.perf_counter() - start
         turn.reward = float(reward)
@@ -410,107 +357,24 @@ class Agent:
         state.observations.append(msgs)
         if terminated or truncated:
             reason = None if terminated else str(info.get("truncated_by") or "env")
-            await self._end(state, truncation=reason, terminated=bool(terminated), finish_env=False)
+            await end_episode(state, truncation=reason, terminated=bool(terminated), finish_env=False)
             return
         added = state.chat.append_messages(msgs)
         if self._room(state) < (1 if self.config.context == "truncate" else self.config.max_new_tokens):
             # No room left for a reply: the observation is not kept (the model never saw it).
             del state.chat.ids[len(state.chat.ids) - len(added) :]
             if self.config.context == "truncate":
-                await self._end(state, truncation="context_overflow")
+                await end_episode(state, truncation="context_overflow")
             else:
-                await self._new_context(state, _Overflow(turn, msgs, added))
+                await go_on(self, state, Overflow(turn, msgs, added))
             return
         turn.observation_ids = added
         state.window.append((ids, added))
 
-    async def _new_context(self, state: EpisodeState, over: _Overflow) -> None:
-        """Go on past the context budget (sliding window or summary) in a new segment, whose
-        prompt is the new context; end with `context_overflow` if even that cannot fit."""
-        if self.config.context == "summarize":
-            window = await self._summarize(state, over)
-            if window is None:
-                return
-        else:
-            limit = self.config.max_context_tokens - self.config.max_new_tokens
-            window = fit(state.base, [*state.window, (over.turn.response_ids, over.ids)], limit)
-        self._restart(state, window)
-        if self._room(state) < 1:
-            await self._end(state, truncation="context_overflow")
-
-    def _restart(self, state: EpisodeState, window: list[Entry]) -> None:
-        """Close the current segment and open one whose prompt is ``base + window``."""
-        ids = joined(state.base, window)
-        old = state.trajectory
-        if old.turns:
-            state.segments.append(old)
-        state.trajectory = Trajectory(prompt_ids=list(ids), task_id=old.task_id, group_id=old.group_id)
-        state.chat.ids, state.window = list(ids), list(window)
-        state.chat.last_response, state.chat.awaiting_response = list(window[-1][0]), True
-
-    async def _summarize(self, state: EpisodeState, over: _Overflow) -> list[Entry] | None:
-        """Have the policy summarise the episode (a segment of its own); the window to go on
-        with is that summary and the observation that overflowed. None if the episode ended."""
-        cfg = self.config
-        state.chat.awaiting_response = False  # the overflowing observation was taken back
-        ask = state.chat.append_messages([{"role": "user", "content": cfg.summary_prompt}])
-        budget = min(cfg.summary_max_tokens or cfg.max_new_tokens, cfg.max_new_tokens)
-        window = fit(
-            state.base, [*state.window, (over.turn.response_ids, ask)], cfg.max_context_tokens - budget
-        )
-        self._restart(state, window)
-        room = min(budget, self._room(state))
-        if room < 1:
-            await self._end(state, truncation="context_overflow")
-            return None
-        sampling = self._sampling(state, room)
-        try:
-            gen = (await self.engine.generate([state.chat.ids], sampling))[0]
-        except Exception as e:
-            log.warning("summary generation failed: %s: %s", type(e).__name__, e)
-            await self._end(state, truncation="engine_error", error=f"{type(e).__name__}: {e}")
-            return None
-        summary = [int(t) for t in gen.token_ids]
-        state.trajectory.turns.append(
-            Turn(
-                response_ids=summary,
-                response_logprobs=[float(x) for x in gen.logprobs],
-                policy_versions=[self.version_offset + v for v in gen.versions],
-                response_entropies=list(gen.entropies or []),
-                finish_reason=gen.finish_reason,
-                gen_s=gen.latency_s,
-            )
-        )
-        state.trajectory.metrics["summary"] = 1.0
-        # the episode goes on from the opening prompt + the summary, then what overflowed
-        state.chat.ids = list(state.base)
-        state.chat.awaiting_response = True
-        state.chat.append_response(summary)
-        return [(summary, state.chat.append_messages(over.messages))]
-
     def _sampling(self, state: EpisodeState, room: int) -> SamplingParams:
-        """The sampling of the episode's next generation. A seeded config gives each call a seed
-        of its own, drawn from the config's seed, the episode's group id, the call's index in
-        the episode and the episode's place in its group: the engine's seed is per request
-        (vLLM's rule), so passing the config's seed on would give every turn of every episode
-        the same noise (a policy that is unsure the same way each turn would then draw the same
-        reply every turn, and every task's sample j the same replies); and the episodes of a
-        GRPO group, or a tree's branches, share their group id, so without their place they
-        would all draw the same replies. The place is taken in call order before any await,
-        so the same seed samples the same episodes however the engine batches::
-
-            seed = h(config seed, group id, call)       then, for place k > 0, h(seed, k)
-        """
-        update: dict[str, Any] = {"n": 1, "max_new_tokens": room}
-        seed = self.config.sampling.seed
-        if seed is not None:
-            calls = sum(len(s.turns) for s in state.segments) + len(state.trajectory.turns)
-            key = f"{seed}\0{state.trajectory.group_id}\0{calls}".encode()
-            update["seed"] = int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") >> 1
-            if state.place:
-                key = f"{update['seed']}\0{state.place}".encode()
-                update["seed"] = int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") >> 1
-        return self.config.sampling.model_copy(update=update)
+        """The sampling of the episode's next generation, seeded per call and per place in the
+        group when the config is (`arborl.agents.seeding`)."""
+        return generation_sampling(self.config.sampling, state, room)
 
     def _room(self, state: EpisodeState) -> int:
         """Tokens the episode may still add (context and response budgets)."""
@@ -519,39 +383,6 @@ class Agent:
             used = len(state.chat.ids) - len(state.trajectory.prompt_ids)
             room = min(room, self.config.max_response_tokens - used)
         return room
-
-    async def _end(
-        self,
-        state: EpisodeState,
-        *,
-        truncation: str | None,
-        terminated: bool = False,
-        error: str | None = None,
-        finish_env: bool = True,
-    ) -> None:
-        """Mark the episode over; when a budget (not the env) ended it, let the env score it."""
-        turns = [t for s in _segments(state) if not _is_summary(s) for t in s.turns]
-        if finish_env:
-            try:
-                bonus, extra = await afinish(state.env)
-            except Exception as e:
-                log.warning("scoring the cut episode failed: %s: %s", type(e).__name__, e)
-                bonus, extra = 0.0, {"finish_error": f"{type(e).__name__}: {e}"}
-            if turns:
-                turns[-1].reward += float(bonus)
-            if extra.get("sandbox_fault"):  # the sandbox failed while the env scored the episode
-                truncation = str(extra["truncated_by"])
-            state.infos.append({**dict(extra), "truncated_by": truncation})
-        segments = _segments(state)
-        eid = segments[0].episode_id or segments[0].traj_id
-        for i, traj in enumerate(segments):  # every segment carries the episode's outcome
-            traj.outcome_reward = float(sum(t.reward for t in turns))
-            traj.terminated, traj.truncation = terminated, None if terminated else truncation
-            if len(segments) > 1:
-                traj.episode_id = eid
-                traj.traj_id = f"{eid}-s{i}"
-                traj.metrics.update(segment=float(i), segments=float(len(segments)))
-        state.done, state.error = True, error
 
     def _check_template(self, tools: Any) -> None:
         key = "tools" if tools else "plain"
@@ -564,50 +395,3 @@ class Agent:
                     "model saw, but applying this template to the full history would differ",
                     "; ".join(problems),
                 )
-
-
-class ForkMismatch(RuntimeError):
-    """Replaying an episode's actions in a fresh env did not reproduce it."""
-
-
-def _is_summary(traj: Trajectory) -> bool:
-    return bool(traj.metrics.get("summary"))
-
-
-def _segments(state: EpisodeState) -> list[Trajectory]:
-    """The episode's segments so far; a last one left with no turn (the episode ended right
-    after its context changed) has nothing to train and is left out."""
-    last = state.trajectory
-    return [*state.segments, last] if last.turns or not state.segments else list(state.segments)
-
-
-def _episode_metrics(segments: list[Trajectory], infos: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    calls = [c for info in infos for c in (info.get("tool_calls") or [])]
-    turns = [t for s in segments if not _is_summary(s) for t in s.turns]
-    everything = [t for s in segments for t in s.turns]  # summaries were sampled too
-    return {
-        "turns": float(len(turns)),
-        "response_tokens": float(sum(len(t.response_ids) for t in everything)),
-        "total_tokens": float(sum(len(s) for s in segments)),
-        "success": float(segments[-1].outcome_reward > 0),
-        "tool_calls": float(len(calls)),
-        "tool_errors": float(sum(not c.get("ok") for c in calls)),
-        "format_errors": float(sum(bool(info.get("format_error")) for info in infos)),
-        "gen_s": float(sum(t.gen_s for t in everything)),
-        "env_s": float(sum(t.env_s for t in turns)),
-        "segments": float(len(segments)),
-        "summaries": float(sum(_is_summary(s) for s in segments)),
-    }
-
-
-def observation_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The text of an observation's messages, one per line (non-text parts left out): what
-    GiGPO's similarity grouping compares."""
-    parts = []
-    for m in messages:
-        content = m.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts += [p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
-    return "\n".join(parts)
