@@ -20,6 +20,7 @@ directory when it is already there.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import json
@@ -240,7 +241,7 @@ def build_tiny_model(out_dir: Path, config: TinyModelConfig | None = None) -> Pa
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
 
-    tmp = out_dir.with_name(out_dir.name + ".partial")
+    tmp = out_dir.with_name(f"{out_dir.name}.partial-{os.getpid()}")  # one per builder
     shutil.rmtree(tmp, ignore_errors=True)
     tokenizer.save_pretrained(tmp)
     model.save_pretrained(tmp)
@@ -256,5 +257,10 @@ def ensure_tiny_model(path: Path | None = None, config: TinyModelConfig | None =
     out = path or default_cache_dir() / f"tiny-qwen2-{cfg.digest()}"
     if not (out / "config.json").exists():
         out.parent.mkdir(parents=True, exist_ok=True)
-        build_tiny_model(out, cfg)
+        # processes that start together (test workers, a benchmark's seeds) build it once: the
+        # first builds, the others wait and reuse it; none replaces a model another is loading
+        with open(out.parent / f".{out.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (out / "config.json").exists():
+                build_tiny_model(out, cfg)
     return out

@@ -11,6 +11,7 @@ compiled, and compiled wheels must fit the base image's CPython (3.11, x86-64 ma
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -67,28 +68,37 @@ def fetch_wheels(requirements: Sequence[str], cache: Path | None = None) -> dict
     root = cache or Path(os.environ.get("ARBORL_CACHE", Path.home() / ".cache" / "arborl")) / "wheels"
     dest = root / key
     if not (dest / ".complete").is_file():
-        tmp = dest.with_name(dest.name + f".partial-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        version, platforms = WHEEL_TARGET
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--only-binary=:all:",
-            "--dest",
-            str(tmp),
-            "--python-version",
-            version,
-            "--implementation",
-            "cp",
-        ]
-        cmd += [arg for p in platforms for arg in ("--platform", p)]
-        r = subprocess.run([*cmd, *requirements], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise WheelFetchError(f"pip download {' '.join(requirements)} failed: {r.stderr.strip()[-800:]}")
-        (tmp / ".complete").write_text("\n".join(requirements) + "\n")
-        shutil.rmtree(dest, ignore_errors=True)
-        tmp.rename(dest)
+        # test workers or eval processes asking at once fetch once; none removes a copy another reads
+        root.mkdir(parents=True, exist_ok=True)
+        with open(root / f".{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (dest / ".complete").is_file():
+                _download(requirements, dest)
     return {p.name: p.read_bytes() for p in sorted(dest.glob("*.whl"))}
+
+
+def _download(requirements: Sequence[str], dest: Path) -> None:
+    tmp = dest.with_name(dest.name + f".partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    version, platforms = WHEEL_TARGET
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--only-binary=:all:",
+        "--dest",
+        str(tmp),
+        "--python-version",
+        version,
+        "--implementation",
+        "cp",
+    ]
+    cmd += [arg for p in platforms for arg in ("--platform", p)]
+    r = subprocess.run([*cmd, *requirements], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise WheelFetchError(f"pip download {' '.join(requirements)} failed: {r.stderr.strip()[-800:]}")
+    (tmp / ".complete").write_text("\n".join(requirements) + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
