@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from ray_cluster import FAST_HEALTH
 
 from arborl.sandboxes import PoolConfig, SandboxPool, SandboxSpec, make_backend
-from arborl.sandboxes.ray_pool import RayPoolConfig, RaySandboxPool
+from arborl.sandboxes.ray import RayPoolConfig, RaySandboxPool
 
 RESULTS = Path(__file__).with_name("results")
 PER_NODE = 3

@@ -1,11 +1,14 @@
 """arborl.sandboxes: where env state lives.
 
 A `SandboxBackend` says where sandboxes run (`DockerBackend`: one container each;
-`BwrapBackend`: bubblewrap namespaces where no engine exists); a `Sandbox` is what you do
-with one (exec, files, snapshot/reset); a `SandboxPool` keeps them warm and bounded.
+`BwrapBackend`: bubblewrap namespaces where no engine exists; each in its folder); a
+`Sandbox` is what you do with one (exec, files, snapshot/reset); a `SandboxPool` keeps them
+warm and bounded. `factory` is the backend registry (`make_backend`, `make_pool`,
+`register_backend`); `ray/` is a pool over the sandbox nodes of a Ray cluster.
 This layer imports nothing else of arborl.
 """
 
+from .auto import AutoBackendConfig
 from .base import (
     DEFAULT_IMAGE,
     ExecResult,
@@ -30,15 +33,16 @@ from .errors import (
     SandboxStartError,
     SandboxUnavailable,
     SandboxUnresponsive,
+    UnknownBackend,
 )
-from .factory import BACKENDS, AutoBackendConfig, BackendConfig, make_backend, make_pool
+from .factory import BACKENDS, BackendEntry, backend_names, make_backend, make_pool, register_backend
 from .pool import PoolConfig, SandboxPool
 
 __all__ = [
     "BACKENDS",
     "DEFAULT_IMAGE",
     "AutoBackendConfig",
-    "BackendConfig",
+    "BackendEntry",
     "BwrapBackend",
     "BwrapBackendConfig",
     "DockerBackend",
@@ -63,6 +67,9 @@ __all__ = [
     "SandboxStartError",
     "SandboxUnavailable",
     "SandboxUnresponsive",
+    "UnknownBackend",
+    "backend_names",
     "make_backend",
     "make_pool",
+    "register_backend",
 ]

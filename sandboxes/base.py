@@ -1,6 +1,6 @@
 """The sandbox API: what you can do with a sandbox, apart from where it runs.
 
-A `SandboxBackend` (docker.py, bwrap.py) decides where a sandbox lives and how it starts,
+A `SandboxBackend` (docker/, bwrap/) decides where a sandbox lives and how it starts,
 stops and is inspected. A `Sandbox` is what callers use: exec, files, snapshot/reset. Every
 operation travels over one long-lived channel to the server inside (`server/`), so the same code
 serves both backends.
@@ -315,7 +315,7 @@ class SandboxBackend(abc.ABC):
         """Why the sandbox is gone (exit code, OOM, killed), for SandboxCrashed."""
 
     async def death_fault(self, sandbox: Sandbox) -> Fault:
-        """"agent" when the sandbox's own limits killed it (what its commands did), else "infra"."""
+        """ "agent" when the sandbox's own limits killed it (what its commands did), else "infra"."""
         return "infra"
 
     @abc.abstractmethod

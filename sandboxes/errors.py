@@ -69,5 +69,9 @@ class PoolClosed(SandboxError):
     """The pool was closed; create a new one."""
 
 
+class UnknownBackend(SandboxError, ValueError):
+    """A config names a sandbox backend that is not registered (`arborl.sandboxes.factory`)."""
+
+
 class ImageBuildError(SandboxError):
     """Building a sandbox image failed; the message holds the tail of the build log."""

@@ -99,7 +99,7 @@ def sandboxes_of(pid: int, seen: Iterable[str] = ()) -> dict[str, list[str]]:
     import docker
 
     from arborl.sandboxes import BwrapBackend
-    from arborl.sandboxes.cgroups import leftover_ids
+    from arborl.sandboxes.bwrap.cgroups import leftover_ids
 
     engine = docker.from_env()
     containers = engine.containers.list(all=True, filters={"label": f"arborl.owner_pid={pid}"})
@@ -116,7 +116,7 @@ def remove_sandboxes_of(pid: int) -> None:
     import docker
 
     from arborl.sandboxes import BwrapBackend
-    from arborl.sandboxes.cgroups import SandboxCgroups
+    from arborl.sandboxes.bwrap.cgroups import SandboxCgroups
 
     with contextlib.suppress(Exception):
         for c in docker.from_env().containers.list(all=True, filters={"label": f"arborl.owner_pid={pid}"}):

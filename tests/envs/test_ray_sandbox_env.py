@@ -16,7 +16,7 @@ from arborl.envs.code import DEFAULT_TASK
 from arborl.envs.episodes import run_episodes
 from arborl.envs.parsers import get_parser
 from arborl.sandboxes import PoolConfig
-from arborl.sandboxes.ray_pool import RayPoolConfig, RaySandboxPool
+from arborl.sandboxes.ray import RayPoolConfig, RaySandboxPool
 
 P = get_parser("hermes")
 

@@ -90,7 +90,7 @@ async def agent_side(request):
     if request.param != "ray":
         yield request.getfixturevalue(f"{request.param}_backend")
         return
-    from arborl.sandboxes.ray_pool import RayPoolConfig, RaySandboxPool
+    from arborl.sandboxes.ray import RayPoolConfig, RaySandboxPool
 
     request.getfixturevalue("ray_nodes")
     cfg = RayPoolConfig(backend={"type": "bwrap"}, pool=PoolConfig(max_size=2, health_interval_s=0))

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from arborl.sandboxes import DEFAULT_IMAGE, PoolTimeout, SandboxSpec
-from arborl.sandboxes.ray_pool import NodeState, RayPoolConfig, RaySandboxPool
+from arborl.sandboxes.ray import RayPoolConfig
+from arborl.sandboxes.ray.pool import NodeState, RaySandboxPool
 
 SWE = SandboxSpec(image="arborl/swe:instance-1")
 _ids = itertools.count()

@@ -27,8 +27,8 @@ from ray_cluster import NODE_ARGS, ray_cluster
 
 from arborl.sandboxes import PoolConfig, Sandbox, SandboxCrashed, SandboxError, SandboxSpec
 from arborl.sandboxes.owner import OWNER_RUN
-from arborl.sandboxes.ray_pool import RayPoolConfig, RaySandboxPool
-from arborl.sandboxes.ray_sandbox import RemoteSandbox
+from arborl.sandboxes.ray import RayPoolConfig, RaySandboxPool
+from arborl.sandboxes.ray.sandbox import RemoteSandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.bwrap, pytest.mark.timeout(180)]
 
@@ -199,7 +199,7 @@ DRIVER = """
 import asyncio, sys
 import ray
 from arborl.sandboxes import PoolConfig, SandboxSpec
-from arborl.sandboxes.ray_pool import RayPoolConfig, RaySandboxPool
+from arborl.sandboxes.ray import RayPoolConfig, RaySandboxPool
 
 async def main():
     ray.init(address=sys.argv[1], log_to_driver=False)

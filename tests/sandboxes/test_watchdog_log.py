@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from arborl.sandboxes import factory, watchdog
+from arborl.sandboxes import factory
+from arborl.sandboxes.ray import watchdog
 
 
 class Backend:

@@ -161,7 +161,7 @@ async def test_sandbox_ray_runs_the_workers_episodes_on_its_own_ray_node(
     from ray_cluster import ray_cluster
 
     from arborl.envs.code import DEFAULT_TASK
-    from arborl.sandboxes.ray_pool import RaySandboxPool
+    from arborl.sandboxes.ray import RaySandboxPool
 
     with ray_cluster(2) as cluster:
         extra = ("sandbox=ray", f"sandbox.address={cluster.address}", "sandbox.backend.type=bwrap")

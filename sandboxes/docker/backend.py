@@ -36,18 +36,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .base import MANAGED_LABEL, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
-from .channel import Channel, ChannelTimeout
-from .drop_ids import IN_SANDBOX as DROP_IN_SANDBOX
-from .drop_ids import drop_helper
-from .errors import Fault, SandboxStartError, SandboxUnavailable
-from .images import image_exists
-from .owner import OWNER_PID, owner_alive, owner_labels, reapable
-from .server.wire import write_key
+from ..base import MANAGED_LABEL, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
+from ..channel import Channel, ChannelTimeout
+from ..drop_ids import IN_SANDBOX as DROP_IN_SANDBOX
+from ..drop_ids import drop_helper
+from ..errors import Fault, SandboxStartError, SandboxUnavailable
+from ..images import image_exists
+from ..owner import OWNER_PID, owner_alive, owner_labels, reapable
+from ..server.wire import write_key
 
 log = logging.getLogger(__name__)
 
-SERVER_DIR = Path(__file__).with_name("server")
+SERVER_DIR = Path(__file__).parents[1] / "server"  # sandboxes/server/
 SERVER_HOME_IN_CONTAINER = "/opt/arborl"
 SOCKET_DIR_IN_CONTAINER = "/run/arborl"
 RUN_DIR_MB = 4  # sockets take no room; the harness's own small files (relay logs) some

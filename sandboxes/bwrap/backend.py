@@ -35,18 +35,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .base import MANAGED_LABEL, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
-from .bwrap_uids import UidAllocator
+from ..base import MANAGED_LABEL, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
+from ..channel import Channel, ChannelTimeout
+from ..drop_ids import IN_SANDBOX as DROP_IN_SANDBOX
+from ..drop_ids import drop_helper
+from ..errors import Fault, SandboxStartError, SandboxUnavailable
+from ..owner import OWNER_PID, is_same_process, owner_alive, owner_labels, process_start, reapable
+from ..server.wire import write_key
 from .cgroups import CgroupError, SandboxCgroups, leftover_ids
-from .channel import Channel, ChannelTimeout
-from .drop_ids import IN_SANDBOX as DROP_IN_SANDBOX
-from .drop_ids import drop_helper
-from .errors import Fault, SandboxStartError, SandboxUnavailable
-from .owner import OWNER_PID, is_same_process, owner_alive, owner_labels, process_start, reapable
 from .seccomp import SeccompUnavailable, filter_program, program_fd
-from .server.wire import write_key
+from .uids import UidAllocator
 
-SERVER_DIR = Path(__file__).with_name("server")
+SERVER_DIR = Path(__file__).parents[1] / "server"  # sandboxes/server/
 SNAPSHOT_IN_SANDBOX = "/.arborl/snapshot"
 SCRATCH = ("/var/tmp", "/dev/shm")  # writable in any Debian system: kept, sized and reset
 MQUEUE = "/dev/mqueue"  # the sandbox's own POSIX message queues: the server clears it at reset
@@ -157,7 +157,13 @@ class BwrapBackend(SandboxBackend):
             (root / name).write_text(host + ("" if host.endswith("\n") else "\n") + line)
 
     def _argv(
-        self, spec: SandboxSpec, root: Path, writable: list[str], cgroups: SandboxCgroups, uid: int, seccomp: int
+        self,
+        spec: SandboxSpec,
+        root: Path,
+        writable: list[str],
+        cgroups: SandboxCgroups,
+        uid: int,
+        seccomp: int,
     ) -> list[str]:
         lim = spec.limits
         rlimits = {"fsize": lim.max_file_mb * 2**20, "nofile": lim.nofile, "core": 0}

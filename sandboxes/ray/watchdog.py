@@ -9,7 +9,7 @@ processes with it), that waits on the actor's pid (a pidfd, so no polling and no
 and then reaps, on that node's own backend, the sandboxes whose owner is dead. Only dead
 owners' sandboxes are reaped: another live pool of the same run on the node keeps its own.
 
-    python -m arborl.sandboxes.watchdog '{"pid": ..., "start": ..., "backend": {...}}'
+    python -m arborl.sandboxes.ray.watchdog '{"pid": ..., "start": ..., "backend": {...}}'
 
 The backend (a Docker client, ...) is made only once there is something to reap; waiting
 costs one idle process per node actor. The watchdog has no terminal, so what it did (and a
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .owner import is_same_process, process_start
+from ..owner import is_same_process, process_start
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def reap_when_gone(pid: int, backend: dict[str, Any]) -> None:
     arg = json.dumps({"pid": pid, "start": process_start(pid), "backend": backend})
     try:
         launcher = subprocess.Popen(
-            [sys.executable, "-m", "arborl.sandboxes.watchdog", arg],
+            [sys.executable, "-m", "arborl.sandboxes.ray.watchdog", arg],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -77,7 +77,7 @@ def log_path() -> Path:
 def reap(spec: dict[str, Any], tries: int = 3) -> bool:
     """Reap the dead owners' sandboxes of `spec`'s backend, a few tries; each outcome is a line
     of `log_path()`. True if a try succeeded."""
-    from .factory import make_backend
+    from ..factory import make_backend
 
     path = log_path()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -17,8 +17,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import SandboxUnavailable
-from .owner import is_same_process, process_start
+from ..errors import SandboxUnavailable
+from ..owner import is_same_process, process_start
 
 
 class UidAllocator:

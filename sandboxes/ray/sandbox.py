@@ -1,7 +1,7 @@
 """`RemoteSandbox`: a sandbox on another node, as an env uses one.
 
 Each call of the episode goes, as a Ray actor call, to the one node holding the sandbox
-(`ray_node.SandboxNode.call`), which runs it over that node's local channel. Errors come back
+(`node.SandboxNode.call`), which runs it over that node's local channel. Errors come back
 as the sandbox layer's own typed errors; a node or actor that is gone becomes
 `SandboxCrashed` with fault "infra": the episode is retried elsewhere, never scored.
 """
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ray import exceptions as rx
 
-from .base import ExecResult, PingHealth, ResetResult, SandboxSpec, tar_archive
-from .errors import SandboxCrashed
+from ..base import ExecResult, PingHealth, ResetResult, SandboxSpec, tar_archive
+from ..errors import SandboxCrashed
 
 if TYPE_CHECKING:
     from ray.actor import ActorHandle

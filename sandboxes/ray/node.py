@@ -1,6 +1,6 @@
 """`SandboxNode`: one node's sandboxes, served to the harness through Ray actor calls.
 
-One actor runs on each node that offers sandboxes, pinned there (`ray_pool.py` places it).
+One actor runs on each node that offers sandboxes, pinned there (`pool.py` places it).
 It owns an ordinary `SandboxPool` on the node's own backend (Docker or bubblewrap), so the
 channel to each sandbox stays a unix socket on that node, with every guarantee of
 docs/sandboxes.md, and reset in place happens on the node, never across the network.
@@ -23,11 +23,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .base import Sandbox, SandboxSpec
-from .errors import SandboxCrashed
-from .factory import make_backend
-from .owner import set_run_id
-from .pool import PoolConfig, SandboxPool
+from ..base import Sandbox, SandboxSpec
+from ..errors import SandboxCrashed
+from ..factory import make_backend
+from ..owner import set_run_id
+from ..pool import PoolConfig, SandboxPool
 from .watchdog import reap_when_gone
 
 #: What a harness may ask of a leased sandbox: what envs do with one, nothing of its lifecycle.
