@@ -22,7 +22,8 @@ from arborl.envs.code import DEFAULT_TASK
 from arborl.sandboxes.owner import OWNER_RUN
 from arborl.tasks import CodeTask
 
-pytestmark = [pytest.mark.slow, pytest.mark.bwrap, pytest.mark.timeout(900)]
+# xdist_group: one Ray cluster at a time when the suite runs on several workers (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.bwrap, pytest.mark.timeout(900), pytest.mark.xdist_group("ray")]
 
 CMD = [sys.executable, "-m", "arborl.cli.main"]
 

@@ -58,6 +58,7 @@ def test_configure_ray_makes_the_envs_default_pool_a_ray_pool(monkeypatch):
 @pytest.mark.slow
 @pytest.mark.bwrap
 @pytest.mark.timeout(180)
+@pytest.mark.xdist_group("ray")  # one Ray cluster at a time (tests/conftest.py)
 async def test_code_episodes_run_and_score_on_the_nodes(cluster):
     cfg = RayPoolConfig(backend={"type": "bwrap"}, pool=PoolConfig(max_size=3, health_interval_s=0))
     async with RaySandboxPool(cfg) as pool:

@@ -83,7 +83,10 @@ def ray_nodes(bwrap_backend):
         yield cluster
 
 
-@pytest.fixture(params=["docker", "bwrap", pytest.param("ray", marks=pytest.mark.slow)])
+# xdist_group: one Ray cluster at a time (tests/conftest.py)
+@pytest.fixture(
+    params=["docker", "bwrap", pytest.param("ray", marks=[pytest.mark.slow, pytest.mark.xdist_group("ray")])]
+)
 async def agent_side(request):
     """Each test using this runs on a local Docker sandbox, a local bubblewrap one, and one on
     a remote Ray node (tests that reach into the channel or the host's files use `backend`)."""

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import docker
 import pytest
 
 from arborl.sandboxes import DEFAULT_IMAGE, ImageBuildError, SandboxSpec
 from arborl.sandboxes.images import BaseImageRecipe, build_base_image, build_layer, host_debian_mirror
+
+# per xdist worker: each test below removes (or counts) every image of this repository
+TASK_REPO = f"arborl/test-task-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 
 
 def test_base_image_is_cached_by_recipe(docker_backend):
@@ -40,23 +45,23 @@ async def test_task_layer_builds_offline_and_is_reused(docker_backend):
         "repo/test_lib.py": "from lib import answer\n\ndef test_answer():\n    assert answer() == 42\n",
     }
     steps = "COPY repo /workspace/repo\nRUN chown -R agent:agent /workspace/repo"
-    tag = build_layer(client, DEFAULT_IMAGE, steps, context, repository="arborl/test-task")
+    tag = build_layer(client, DEFAULT_IMAGE, steps, context, repository=TASK_REPO)
     try:
         created = client.images.get(tag).attrs["Created"]
-        assert build_layer(client, DEFAULT_IMAGE, steps, context, repository="arborl/test-task") == tag
+        assert build_layer(client, DEFAULT_IMAGE, steps, context, repository=TASK_REPO) == tag
         assert client.images.get(tag).attrs["Created"] == created  # cache hit, no rebuild
         changed = dict(context, **{"repo/lib.py": "def answer():\n    return 41\n"})
-        assert build_layer(client, DEFAULT_IMAGE, steps, changed, repository="arborl/test-task") != tag
+        assert build_layer(client, DEFAULT_IMAGE, steps, changed, repository=TASK_REPO) != tag
         async with await docker_backend.create(SandboxSpec(image=tag, workdir="/workspace/repo")) as sb:
             res = await sb.exec("python3 -m pytest -q")
             assert res.ok, res.output
     finally:
-        for img in client.images.list("arborl/test-task"):
+        for img in client.images.list(TASK_REPO):
             client.images.remove(img.id, force=True)
 
 
 def test_layer_build_has_no_network_and_reports_failure(docker_backend):
     steps = "RUN python3 -c \"import socket; socket.create_connection(('172.17.0.1', 9), timeout=2)\""
     with pytest.raises(ImageBuildError, match=r"unreachable|refused|timed out|Network"):
-        build_layer(docker_backend.client, DEFAULT_IMAGE, steps, None, repository="arborl/test-task")
-    assert not docker.from_env().images.list("arborl/test-task")
+        build_layer(docker_backend.client, DEFAULT_IMAGE, steps, None, repository=TASK_REPO)
+    assert not docker.from_env().images.list(TASK_REPO)

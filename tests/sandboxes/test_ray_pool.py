@@ -30,7 +30,8 @@ from arborl.sandboxes.owner import OWNER_RUN
 from arborl.sandboxes.ray import RayPoolConfig, RaySandboxPool
 from arborl.sandboxes.ray.sandbox import RemoteSandbox
 
-pytestmark = [pytest.mark.slow, pytest.mark.bwrap, pytest.mark.timeout(180)]
+# xdist_group: one Ray cluster at a time when the suite runs on several workers (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.bwrap, pytest.mark.timeout(180), pytest.mark.xdist_group("ray")]
 
 PER_NODE = 3
 SPEC = SandboxSpec(files={"/workspace/task.txt": "clean\n"})

@@ -153,6 +153,7 @@ def fresh_env_loop(monkeypatch):
 @pytest.mark.slow
 @pytest.mark.bwrap
 @pytest.mark.timeout(300)
+@pytest.mark.xdist_group("ray")  # one Ray cluster at a time (tests/conftest.py)
 async def test_sandbox_ray_runs_the_workers_episodes_on_its_own_ray_node(
     tiny_model, bwrap_backend, fresh_env_loop, monkeypatch
 ):

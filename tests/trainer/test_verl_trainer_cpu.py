@@ -39,7 +39,8 @@ from arborl_require import unavailable
 
 from arborl.sandboxes.owner import OWNER_RUN
 
-pytestmark = [pytest.mark.slow, pytest.mark.verl, pytest.mark.timeout(1300)]
+# xdist_group: verl starts a Ray cluster of its own; one at a time (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.verl, pytest.mark.timeout(1300), pytest.mark.xdist_group("ray")]
 
 STEPS = 3
 

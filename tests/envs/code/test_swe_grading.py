@@ -43,15 +43,17 @@ def swe_tasks():
 
 
 @pytest.fixture(scope="session")
-def swe_image_tasks(docker_backend, swe_tasks):
-    """The same tasks on their instance images (built once; cached by content hash after)."""
+def swe_image_tasks(docker_backend, swe_tasks, workers_lock):
+    """The same tasks on their instance images (built once, by one xdist worker while the
+    other waits; cached by content hash after)."""
     from arborl.envs.code.images import instance_image
 
     out = {}
-    for task_id in ("arborl-mini__strkit-1", "arborl-mini__shopcart-1"):
-        task = swe_tasks[task_id]
-        inst, env = swe_parts(task)
-        out[task_id] = to_code_task(inst, env, image=instance_image(task, docker_backend.client))
+    with workers_lock("swe-mini-instance-images"):
+        for task_id in ("arborl-mini__strkit-1", "arborl-mini__shopcart-1"):
+            task = swe_tasks[task_id]
+            inst, env = swe_parts(task)
+            out[task_id] = to_code_task(inst, env, image=instance_image(task, docker_backend.client))
     return out
 
 
