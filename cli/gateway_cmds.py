@@ -31,8 +31,12 @@ def _admin_token(path: str | None) -> tuple[str, bool]:
 
 
 def _engine_config(args: argparse.Namespace) -> dict[str, Any]:
-    if args.engine == "openai":
-        return {"type": "openai", "base_url": args.engine_url, "model": args.served_model or args.model}
+    """The `--engine` config: `--model`, and for an engine reached over HTTP (its config has a
+    `base_url`: openai) `--engine-url`, asking for the served model's name."""
+    from arborl.agents.engines import engine_config_class
+
+    if "base_url" in engine_config_class(args.engine).model_fields:
+        return {"type": args.engine, "base_url": args.engine_url, "model": args.served_model or args.model}
     return {"type": args.engine, "model": args.model}
 
 
@@ -71,6 +75,8 @@ def cmd_gateway(args: argparse.Namespace) -> int:
 
 
 def register(add: Any) -> None:
+    from arborl.agents.engines import engine_kinds
+
     sp = add(
         "gateway",
         "serve an engine over OpenAI's API and record each harness episode as trajectories",
@@ -79,8 +85,15 @@ def register(add: Any) -> None:
     sp.add_argument(
         "--model", required=True, help="model directory (HF layout) or, for --engine openai, its name"
     )
-    sp.add_argument("--engine", choices=["transformers", "vllm", "openai"], default="transformers")
-    sp.add_argument("--engine-url", default="http://127.0.0.1:8000", help="--engine openai: the server root")
+    sp.add_argument(
+        "--engine",
+        choices=engine_kinds(),
+        default="transformers",
+        help="a registered engine (`arborl engines`)",
+    )
+    sp.add_argument(
+        "--engine-url", default="http://127.0.0.1:8000", help="an engine over HTTP (openai): the server root"
+    )
     sp.add_argument("--served-model", default=None, help="the model name answered (default: the model's)")
     sp.add_argument("--tokenizer", default=None, help="tokenizer directory (default: --model)")
     sp.add_argument("--tool-parser", default="hermes", help="the model's native tool-call format")

@@ -40,8 +40,9 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -134,6 +135,24 @@ class Generation(BaseModel):
         return list(self.token_versions) or [self.weights_version] * len(self.token_ids)
 
 
+@dataclass(frozen=True)
+class TrainerPolicy:
+    """What a trainer hands the engine it generates with (`InferenceEngine.for_trainer`)."""
+
+    #: the model directory: tokenizer, config, and the weights the run started from
+    base: str
+    #: the directory of the weights the run starts generating with (`base`, or a resumed
+    #: run's latest checkpoint); later weights arrive through `update_weights`
+    weights: str
+    #: the learner's weights dtype ("float32", "bfloat16", "float16")
+    dtype: str
+    #: the learner's torch device ("cpu", "cuda:0")
+    device: str
+    #: the learner's own torch module, holding `weights`: an engine in this process may copy
+    #: it rather than load the weights again (it must not share it: the learner updates it)
+    module: Any = None
+
+
 class InferenceEngine(abc.ABC):
     """A policy that samples token ids: batched, async, with a weight-update hook.
 
@@ -163,6 +182,16 @@ class InferenceEngine(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Release processes, threads and connections. Idempotent."""
+
+    @classmethod
+    def for_trainer(cls, policy: TrainerPolicy, options: Mapping[str, Any]) -> InferenceEngine:
+        """This engine generating with a trainer's policy (`arborl train model.engine=<kind>`),
+        `options` being more fields of its config (`model.engine_options`). An engine that can
+        take the learner's weight pushes implements it."""
+        raise EngineError(
+            f"the {cls.kind or cls.__name__} engine cannot generate for arborl's trainer "
+            "(it has no for_trainer): pick another model.engine"
+        )
 
     async def __aenter__(self) -> Self:
         return self

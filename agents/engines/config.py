@@ -1,4 +1,4 @@
-"""Engine configurations: a tagged union on `type`, one model per backend.
+"""The built-in engines' configurations: one model per backend, told apart by `type`.
 
 Each model is plain data (no heavy imports), so Hydra configs and the CLI can build and
 validate them anywhere; `make_engine` (in `registry`) turns one into an engine.
@@ -84,4 +84,6 @@ class OpenAIEngineConfig(BaseModel):
     )
 
 
+#: The built-in engines' configs, for type hints; what validates a config is the registry
+#: (`parse_engine_config`), which knows a registered engine's model too.
 EngineConfig = Annotated[HFEngineConfig | VLLMEngineConfig | OpenAIEngineConfig, Field(discriminator="type")]

