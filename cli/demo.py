@@ -13,13 +13,24 @@ import asyncio
 import time
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from arborl.sandboxes import PoolConfig, SandboxPool, SandboxSpec, make_backend
+from arborl.sandboxes import PoolConfig, SandboxPool, SandboxSpec, make_pool
 
 from .config import load_config, section
+
+
+class DemoConfig(BaseModel):
+    """The `demo` section of the Hydra config."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episodes: int = Field(16, ge=1, description="episodes to run")
+    concurrency: int = Field(4, ge=1, description="episodes at a time")
+
 
 REPO = {
     "/workspace/calc.py": "def add(a, b):\n    return a - b\n",
@@ -42,11 +53,13 @@ async def episode(pool: SandboxPool, spec: SandboxSpec) -> dict[str, Any]:
 
 
 async def run_demo(cfg: Any, console: Console) -> bool:
-    backend = make_backend(section(cfg, "sandbox"))
-    episodes, concurrency = int(cfg.demo.episodes), int(cfg.demo.concurrency)
+    demo = DemoConfig(**section(cfg, "demo"))
+    episodes, concurrency = demo.episodes, demo.concurrency
     spec = SandboxSpec(files=REPO)
-    console.print(f"backend: [bold]{backend.name}[/bold]; {episodes} episodes, {concurrency} at a time")
-    async with SandboxPool(backend, PoolConfig(**section(cfg, "pool"))) as pool:
+    pool = make_pool(section(cfg, "sandbox"), PoolConfig(**section(cfg, "pool")))
+    where = pool.backend.name if isinstance(pool, SandboxPool) else cfg.sandbox.type
+    console.print(f"backend: [bold]{where}[/bold]; {episodes} episodes, {concurrency} at a time")
+    async with pool:
         sem = asyncio.Semaphore(concurrency)
         results = []
         with Progress(console=console) as progress:
@@ -64,7 +77,7 @@ async def run_demo(cfg: Any, console: Console) -> bool:
         stats = pool.stats()
     ok = all(r["bug_seen"] and r["fixed"] for r in results)
     table = Table("metric", "count", "p50 ms", "p99 ms", title="sandbox pool latency")
-    for name, s in stats["latency"].items():
+    for name, s in stats.get("latency", {}).items():  # a pool over many hosts has none
         table.add_row(name, f"{s['count']:.0f}", f"{s['p50_ms']:.1f}", f"{s['p99_ms']:.1f}")
     console.print(table)
     reused = len(results) - len({r["sandbox"] for r in results})

@@ -8,18 +8,21 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import OmegaConf
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from .config import load_config, section
+from .config import SHARED_SECTIONS, ConfigError, load_config, section, sections, validated
 
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from arborl.eval.config import EvalConfig
     from arborl.eval.runner import EvalOutcome
 
 console = Console(soft_wrap=True)  # long lines stay whole in logs and pipes
 #: Sections of the root config that are not the eval's own (where sandboxes run, the demo).
-_SHARED = ("sandbox", "pool", "image", "demo")
+_SHARED = SHARED_SECTIONS
 MAX_HUNKS_SHOWN, HUNK_LINES_SHOWN = 5, 8
 
 
@@ -69,6 +72,15 @@ def import_user_modules(names: list[str]) -> None:
             importlib.import_module(name)
 
 
+def compose_eval(overrides: list[str]) -> tuple[DictConfig, EvalConfig]:
+    """The composed config of `arborl eval` and its own keys as an `EvalConfig` (with no
+    overrides: EvalConfig's defaults); `ConfigError` names a wrong key."""
+    from arborl.eval.config import EvalConfig
+
+    cfg = load_config(overrides, name="eval")
+    return cfg, validated(EvalConfig, sections(cfg))
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     try:
         import_user_modules(args.imports or [])
@@ -77,21 +89,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     if args.list:
         return _list_suites()
-    from pydantic import ValidationError
-
-    from arborl.eval.config import EvalConfig
     from arborl.eval.runner import run_eval
     from arborl.eval.store import RunMismatch
     from arborl.sandboxes import PoolConfig
     from arborl.tasks import SuiteError
 
-    cfg = load_config(args.overrides, name="eval")
-    values = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(values, dict)
     try:
-        ecfg = EvalConfig.model_validate({k: v for k, v in values.items() if k not in _SHARED})
-    except ValidationError as e:
-        console.print(f"[red]invalid eval config:[/red] {e}")
+        cfg, ecfg = compose_eval(args.overrides)
+    except ConfigError as e:
+        console.print(f"[red]invalid eval config:[/red] {escape(str(e))}", highlight=False)
         return 2
     if not args.verbose:
         logging.getLogger("arborl").setLevel(logging.WARNING)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from omegaconf import OmegaConf
 
-from .config import load_config
+from .config import ConfigError, load_config
 
 EPILOG = """\
 configuration (Hydra): append overrides to any command
@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.fn(args))
+    except ConfigError as e:  # a wrong key or value: say which, no traceback
+        print(f"arborl {args.command}: invalid config: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 

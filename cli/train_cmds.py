@@ -7,13 +7,14 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 
-from .config import load_config, section
+from .config import compose_clearly, load_config, section, sections, validated
 
 if TYPE_CHECKING:
     from arborl.trainer.local.config import TrainConfig
+    from arborl.trainer.verl.config import ArborlSection
 
 console = Console(soft_wrap=True)  # long lines (paths) stay whole in logs and pipes
 
@@ -24,8 +25,7 @@ def compose_train(overrides: list[str]) -> tuple[DictConfig, TrainConfig]:
     from arborl.trainer.local.config import TrainConfig
 
     cfg = load_config(overrides, name="train")
-    keys = [k for k in cfg if k not in ("sandbox", "pool", "image", "demo")]
-    return cfg, TrainConfig.model_validate({k: OmegaConf.to_container(cfg[k], resolve=True) for k in keys})
+    return cfg, validated(TrainConfig, sections(cfg))
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -75,9 +75,20 @@ def cmd_verl_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def compose_verl(overrides: list[str], cpu: bool = False) -> tuple[DictConfig, ArborlSection]:
+    """verl's composed config for `arborl verl-train` and its ``arborl:`` section, validated;
+    `ConfigError` names a wrong key (before Ray starts)."""
+    from arborl.trainer.verl.config import ArborlSection
+    from arborl.trainer.verl.main import compose_verl_config
+
+    cfg = compose_clearly(lambda over: compose_verl_config(over, cpu=cpu), overrides)
+    return cfg, validated(ArborlSection, section(cfg, "arborl"), "arborl")
+
+
 def cmd_verl_train(args: argparse.Namespace) -> int:
     from arborl.trainer.verl.main import run_verl
 
+    compose_verl(args.overrides, cpu=args.cpu)
     run_verl(args.overrides, cpu=args.cpu)
     return 0
 

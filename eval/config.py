@@ -1,7 +1,8 @@
 """`arborl eval`'s configuration: typed, one description per field, composed by Hydra.
 
 `arborl eval suite=swe-mini agent=gold concurrency=8` composes `cli/conf/eval.yaml` with the
-overrides and validates the result into `EvalConfig` (unknown keys are errors).
+overrides and validates the result into `EvalConfig` (unknown keys are errors). The keys and
+defaults that file composes are this model's, generated (cli/config.py), so they have one source.
 """
 
 from __future__ import annotations

@@ -53,11 +53,12 @@ async def lend(pool: Any, spec: SandboxSpec | None, timeout: float | None) -> As
 
 
 class PoolConfig(BaseModel):
-    """Pool settings (`pool.*` in the Hydra config)."""
+    """Pool settings: the `pool` section of the Hydra config is these defaults (cli/config.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    max_size: int = Field(8, ge=1, description="most sandboxes alive at once, over all specs")
+    # 4: what every `arborl` command has run with (it was written in the CLI's YAML, and 8 here)
+    max_size: int = Field(4, ge=1, description="most sandboxes alive at once, over all specs")
     min_idle: int = Field(0, ge=0, description="warm sandboxes kept ready per spec once it was used")
     acquire_timeout_s: float = Field(300.0, gt=0, description="wait for a free sandbox before PoolTimeout")
     health_interval_s: float = Field(30.0, description="ping idle sandboxes this often (0 = never)")

@@ -69,7 +69,7 @@ def test_wheel_holds_only_the_arborl_namespace(tmp_path):
         "sandboxes/server/wire.py",
         "sandboxes/drop_ids.c",
         "cli/conf/config.yaml",
-        "cli/conf/sandbox/bwrap.yaml",
+        "cli/conf/eval.yaml",
         "cli/conf/train.yaml",
     )
     for data in (

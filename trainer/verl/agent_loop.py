@@ -18,19 +18,10 @@ passes it on in verl's driver.
 
 Configuration (`trainer/verl/arborl_ppo.yaml` ships a complete one): verl's
 ``actor_rollout_ref.rollout.agent.default_agent_loop: arborl_agent`` and an ``arborl:``
-section read here:
-
-    arborl:
-      env_id: arborl/Tool-v0      # the env every sample runs in
-      env_kwargs: {}
-      task_key: task              # dataset column holding the task (a dict), else extra_info.task
-      max_turns: 8
-      max_new_tokens: null        # per turn (null: the whole response_length)
-      tree: null                  # {roots, branches, branch_at, ...}: the n samples of a prompt
-                                  # are the leaves of one rollout tree (`arborl.agents.tree`)
-      pool: {max_size: 8}         # the worker's sandbox pool (with sandbox=ray: on each node)
-    sandbox: null                 # where sandboxed envs run (`sandbox=ray|docker|bwrap|auto`:
-                                  # cli/conf/sandbox; null: the envs' default), once per worker
+section, typed by `arborl.trainer.verl.config.ArborlSection` (env_id, env_kwargs, task_key,
+max_turns, max_new_tokens, tree, credit_log, pool; unknown keys are errors), plus the
+top-level ``sandbox`` (where sandboxed envs run: ``sandbox=ray|docker|bwrap|auto``, a
+registered backend's config; null: the envs' default), set once per worker.
 
 With ``tree`` set, the ``rollout.n`` calls for one prompt (same ``uid``) share one tree: the
 first call grows it with ``n`` leaves, every call returns one leaf. All ``n`` samples of a
@@ -54,7 +45,7 @@ from arborl.agents import Agent, AgentConfig, Trajectory
 from arborl.agents.engines import EngineError, Generation, InferenceEngine, SamplingParams
 from arborl.agents.tree import TreeConfig, TreeRollout
 from arborl.envs.event_loop import configure
-from arborl.sandboxes import PoolConfig
+from arborl.trainer.verl.config import ArborlSection
 
 
 class VerlServerEngine(InferenceEngine):
@@ -121,8 +112,7 @@ def configure_sandboxes(config: Any) -> None:
         return
     backend = OmegaConf.to_container(sandbox, resolve=True) if isinstance(sandbox, DictConfig) else sandbox
     assert isinstance(backend, dict)
-    pool = (config.get("arborl") or {}).get("pool") or {}
-    configure(backend=backend, pool=PoolConfig(**pool))
+    configure(backend=backend, pool=ArborlSection.of(config).pool)
     _SANDBOX.update(backend)
 
 
@@ -136,7 +126,7 @@ class ArborlAgentLoop(AgentLoopBase):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.arborl = dict(self.config.get("arborl") or {})
+        self.arborl = ArborlSection.of(self.config)
         configure_sandboxes(self.config)
         self.prompt_length = self.rollout_config.prompt_length
         self.response_length = self.rollout_config.response_length
@@ -151,21 +141,19 @@ class ArborlAgentLoop(AgentLoopBase):
             top_k=max(0, top_k),
         )
         config = AgentConfig(
-            max_turns=int(self.arborl.get("max_turns", 8)),
+            max_turns=self.arborl.max_turns,
             # per turn; the whole response (all turns and tool results) is cut at response_length
-            max_new_tokens=int(self.arborl.get("max_new_tokens") or self.response_length),
+            max_new_tokens=self.arborl.max_new_tokens or self.response_length,
             max_context_tokens=self.prompt_length + self.response_length,
             sampling=sampling,
         )
         return Agent(engine, self.tokenizer, config)
 
     def _env(self) -> gymnasium.Env:
-        if "env_id" not in self.arborl:
-            raise ValueError("set arborl.env_id in verl's config (e.g. arborl/Tool-v0)")
-        return gymnasium.make(self.arborl["env_id"], **dict(self.arborl.get("env_kwargs") or {}))
+        return gymnasium.make(self.arborl.env_id, **self.arborl.env_kwargs)
 
     def _task(self, kwargs: dict[str, Any]) -> Any:
-        key = self.arborl.get("task_key", "task")
+        key = self.arborl.task_key
         task = kwargs.get(key)
         if task is None:
             task = (kwargs.get("extra_info") or {}).get(key)
@@ -179,13 +167,13 @@ class ArborlAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         agent, task = self._agent(sampling_params), self._task(kwargs)
-        tree = self.arborl.get("tree")
+        tree = self.arborl.tree
         if tree:
             traj = await self._tree_leaf(
                 agent,
                 task,
                 str(kwargs.get("uid", "")),
-                TreeConfig(**{**tree, "leaves": self.rollout_config.n}),
+                tree.model_copy(update={"leaves": self.rollout_config.n}),
             )
             gen_s = sum(t.gen_s for t in traj.turns)
             env_s = sum(t.env_s for t in traj.turns)

@@ -44,11 +44,12 @@ class ArborlTaskRunner(main_ppo_v0.BaseTaskRunner):
 
     def run(self, config: Any) -> Any:
         from arborl.trainer.verl import credit
+        from arborl.trainer.verl.config import ArborlSection
 
         if os.environ.get("VERL_PLATFORM", "").lower() == "cpu":
             import arborl.trainer.verl.cpu  # noqa: F401 - verl imports it as well; make sure
 
-        credit.install(credit_log=(config.get("arborl") or {}).get("credit_log"))
+        credit.install(credit_log=ArborlSection.of(config).credit_log)
         return _VERL_RUN(self, config)
 
 

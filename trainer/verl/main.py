@@ -5,7 +5,8 @@
     arborl verl-train --cpu actor_rollout_ref.model.path=PATH   # the same trainer on a CPU host
 
 `compose_verl_config` composes `trainer/verl/arborl_ppo.yaml` (verl's ``ppo_trainer`` found on
-Hydra's search path, arborl's agent loop and ``arborl:`` section on top; with ``cpu=True``
+Hydra's search path, arborl's agent loop and ``arborl:`` section on top, that section and the
+``sandbox`` group generated from their typed models (`store_arborl_config`); with ``cpu=True``
 `trainer/verl/platform/cpu.yaml` over it) with Hydra overrides, ``+key=value`` included.
 `run_verl` does what verl's own ``main`` does (device auto-set, config validation) and then
 verl's ``run_ppo`` with `ArborlTaskRunner`: verl's ``TaskRunner`` whose ``run`` first makes the
@@ -21,9 +22,21 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent  # arborl_ppo.yaml, agent_loops.yaml, platform/
 VERL_CONFIG = "pkg://verl.trainer.config"  # verl's own Hydra tree (ppo_trainer and its groups)
-# arborl's own config groups (`sandbox`), shared with `arborl train` and `arborl eval`: one
-# definition of each sandbox option for every command.
-ARBORL_CONFIG = HERE.parent.parent / "cli" / "conf"
+
+
+def store_arborl_config() -> None:
+    """Put arborl's generated config in Hydra's config store: the `sandbox` group (each
+    registered backend's defaults, the same options as `arborl train` and `arborl eval` have)
+    and the ``arborl:`` section (`ArborlSection`'s defaults)."""
+    from hydra.core.config_store import ConfigStore
+
+    from arborl.sandboxes.factory import config_trees
+    from arborl.trainer.verl.config import section_defaults
+
+    store = ConfigStore.instance()
+    for backend, tree in config_trees().items():
+        store.store(group="sandbox", name=backend, node=tree)
+    store.store(name="arborl_section", node=section_defaults(), package="arborl")
 
 
 def compose_verl_config(overrides: list[str] | None = None, cpu: bool = False) -> Any:
@@ -36,11 +49,12 @@ def compose_verl_config(overrides: list[str] | None = None, cpu: bool = False) -
     from omegaconf import open_dict
 
     GlobalHydra.instance().clear()
+    store_arborl_config()
     with initialize_config_dir(config_dir=str(HERE), version_base=None):
         cfg = compose(
             config_name="arborl_ppo",
             overrides=[
-                f"hydra.searchpath=[{VERL_CONFIG},file://{ARBORL_CONFIG}]",
+                f"hydra.searchpath=[{VERL_CONFIG}]",
                 *(["+platform=cpu"] if cpu else []),
                 *(overrides or []),
             ],
@@ -104,7 +118,9 @@ def run_verl(overrides: list[str] | None = None, cpu: bool = False) -> None:
             "trainer.use_v1=true is verl's TransferQueue trainer, which arborl's driver hooks do not "
             "cover yet: keep trainer.use_v1=false (arborl_ppo.yaml's default)"
         )
-    log = (cfg.get("arborl") or {}).get("credit_log")
+    from arborl.trainer.verl.config import ArborlSection
+
+    log = ArborlSection.of(cfg).credit_log  # an unknown key of the section fails here, before Ray
     if log:
         Path(log).parent.mkdir(parents=True, exist_ok=True)
     auto_set_device(cfg)
