@@ -17,8 +17,9 @@ from .config import ConfigError, load_config
 
 EPILOG = """\
 configuration (Hydra): append overrides to any command
-  sandbox=auto|docker|local   where sandboxes run (auto: Docker if an engine and the
-                              base image exist, else bubblewrap)
+  sandbox={backends}
+                              where sandboxes run (auto: Docker if an engine and the
+                              base image exist, else bubblewrap; `arborl sandbox backends`)
   pool.max_size=8             most sandboxes alive at once
   image.packages=[python3,git]  base image recipe
   `arborl config [overrides]` prints the result.
@@ -27,6 +28,7 @@ examples:
   arborl sandbox build            build the offline base image (cached by recipe hash)
   arborl sandbox ls               list every sandbox arborl made on this host
   arborl sandbox gc --all         remove them all (default: only orphans)
+  arborl sandbox backends         the registered sandbox backends; `arborl engines`: the engines
   arborl envs list --describe      the registered environments (gymnasium.make ids)
   arborl demo sandbox=bwrap       scripted SWE-style episodes over a warm pool
   arborl train                    the main job: tiny model, tool-mini, warm start + async GRPO
@@ -46,13 +48,21 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    from . import demo, envs_cmds, eval_cmds, gateway_cmds, sandbox_cmds, train_cmds, view_cmds
+def _epilog() -> str:
+    """The help's epilog, with the backends registered now (a plug-in's too)."""
+    from arborl.sandboxes import backend_names
 
+    return EPILOG.replace("{backends}", "|".join(backend_names()))
+
+
+def _parser() -> argparse.ArgumentParser:
+    from . import demo, engines_cmds, envs_cmds, eval_cmds, gateway_cmds, sandbox_cmds, train_cmds, view_cmds
+
+    epilog = _epilog()
     p = argparse.ArgumentParser(
         prog="arborl",
         description="arborl: agentic multi-turn environment gym and RL harness for LLM agents.",
-        epilog=EPILOG,
+        epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
@@ -63,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
             name,
             help=help_,
             description=help_,
-            epilog=EPILOG,
+            epilog=epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         sp.set_defaults(fn=fn)
@@ -77,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     train_cmds.register(add)
     eval_cmds.register(add)
     gateway_cmds.register(add)
+    engines_cmds.register(add)
     view_cmds.register(add)
     return p
 

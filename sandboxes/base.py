@@ -295,7 +295,7 @@ class Sandbox(PingHealth):
 
 
 class SandboxBackend(abc.ABC):
-    """Where sandboxes run. One file per backend; each registers under `name`."""
+    """Where sandboxes run. One folder per backend, named in the registry (`factory.BACKENDS`) by `name`."""
 
     name: ClassVar[str]
 

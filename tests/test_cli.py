@@ -17,7 +17,7 @@ def arborl(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]
 def test_help_explains_commands_and_overrides():
     res = arborl("--help")
     assert res.returncode == 0
-    for word in ("sandbox", "demo", "config", "sandbox=auto|docker|local", "pool.max_size"):
+    for word in ("sandbox", "demo", "config", "sandbox=docker|bwrap|auto|ray", "pool.max_size"):
         assert word in res.stdout
     assert arborl("sandbox", "--help").returncode == 0
     assert arborl().returncode == 2  # no command: help, non-zero
