@@ -55,7 +55,9 @@ def test_verls_arborl_section_is_arborlsections_keys_and_defaults():
     assert section(cfg, "arborl") == ArborlSection().model_dump(mode="json") and arborl == ArborlSection()
     _, arborl = compose_verl(["arborl.max_turns=3", "arborl.tree={roots:2}", "arborl.pool.max_size=2"])
     assert (arborl.max_turns, arborl.tree.roots, arborl.pool.max_size) == (3, 2, 2)
-    assert "env_id" not in OmegaConf.load(CONF_DIR.parents[1] / "trainer/verl/arborl_ppo.yaml").get("arborl", {})
+    assert "env_id" not in OmegaConf.load(CONF_DIR.parents[1] / "trainer/verl/arborl_ppo.yaml").get(
+        "arborl", {}
+    )
 
 
 def _compose(command: str, overrides: list[str]) -> object:
@@ -109,5 +111,7 @@ def test_the_command_line_says_which_key_is_unknown():
         text=True,
         timeout=300,
     )
-    assert res.returncode == 2 and "unknown key 'learner.nope'" in res.stderr and "lr" in res.stderr, res.stderr
+    assert res.returncode == 2 and "unknown key 'learner.nope'" in res.stderr and "lr" in res.stderr, (
+        res.stderr
+    )
     assert "Traceback" not in res.stderr
