@@ -14,7 +14,16 @@ building an image) lives with the env that runs it, and takes what it needs from
 """
 
 from .common import EntryPointError, HostToolEpisode, Policy, load_entry_point
-from .suites import Suite, SuiteError, get_suite, is_registered, list_suites, register_suite
+from .suites import (
+    Suite,
+    SuiteError,
+    episode_score,
+    get_suite,
+    is_registered,
+    list_suites,
+    register_suite,
+    succeeded,
+)
 from .task_types import (
     BASE_IMAGE,
     VERIFIER_DIR,
@@ -41,10 +50,12 @@ __all__ = [
     "ToolDecl",
     "ToolTask",
     "coerce_task",
+    "episode_score",
     "get_suite",
     "is_registered",
     "list_suites",
     "load_corpus",
     "load_entry_point",
     "register_suite",
+    "succeeded",
 ]

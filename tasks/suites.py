@@ -52,6 +52,21 @@ def resolve(entry: str | Callable[..., Any]) -> Callable[..., Any]:
     return obj  # type: ignore[no-any-return]
 
 
+#: Scores are sums of float rewards: a full score may come out a hair under 1.
+SCORE_TOLERANCE = 1e-9
+
+
+def episode_score(total_reward: float) -> float:
+    """An episode's score: its total reward, clipped to [0, 1] (what reports and success read)."""
+    return max(0.0, min(1.0, float(total_reward)))
+
+
+def succeeded(total_reward: float, success_score: float = 1.0) -> bool:
+    """Whether an episode succeeded: its score reaches `success_score` (a suite's own, by
+    `Suite.success`; 1, a full score, unless the suite says otherwise)."""
+    return episode_score(total_reward) >= success_score - SCORE_TOLERANCE
+
+
 @dataclass(frozen=True)
 class Suite:
     """A named task collection and how to run it."""
@@ -72,6 +87,9 @@ class Suite:
     max_turns: int = 30
     """Default turn budget of an episode of this suite."""
     tags: tuple[str, ...] = ()
+    success_score: float = 1.0
+    """An episode succeeds when its score (`episode_score`: the total reward, clipped to
+    [0, 1]) reaches this; training's held-out success and `arborl eval`'s both ask `success`."""
     _cache: list[list[Task]] = field(default_factory=list, repr=False, compare=False)
 
     def tasks(self) -> list[Task]:
@@ -90,6 +108,16 @@ class Suite:
             if t.id == task_id:
                 return t
         raise SuiteError(f"suite {self.name!r} has no task {task_id!r}")
+
+    def success(self, total_reward: float) -> bool:
+        """Whether an episode with this total reward succeeded: the one definition, used by
+        training's held-out evaluation and by `arborl eval` alike."""
+        return succeeded(total_reward, self.success_score)
+
+    @property
+    def success_rule(self) -> str:
+        """What `success` means, in words, for reports."""
+        return f"score >= {self.success_score:g} (score: the episode's total reward, clipped to [0, 1])"
 
     def gold_policy(self, task: Task) -> Policy:
         return self._policy("gold", self.gold, task)

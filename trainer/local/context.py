@@ -301,7 +301,7 @@ class RunContext:
     async def _evaluate_once(self, phase: str, step: int) -> dict[str, float]:
         with self.progress.phase(f"evaluating ({len(self.eval_tasks)} tasks)", total=None):
             episodes = await self.greedy.run_episodes(self.env_factory, self.eval_tasks, concurrency=16)
-        m = success_metrics(episodes, self.eval_tasks)
+        m = success_metrics(episodes, self.eval_tasks, self.suite)
         self.metrics.log(f"eval-{phase}", step, m)
         kinds = ", ".join(f"{k[8:]} {v:.0%}" for k, v in m.items() if k.startswith("success/"))
         self.progress.note(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from arborl.agents import AgentEpisode, Trajectory
+from arborl.tasks import Suite, succeeded
 
 
 def _clean(value: Any) -> Any:
@@ -107,20 +108,24 @@ def read_metrics(run_dir: str | Path, include_rolled_back: bool = False) -> list
     return out
 
 
-def success_metrics(episodes: Sequence[AgentEpisode], tasks: Sequence[Any] = ()) -> dict[str, float]:
+def success_metrics(
+    episodes: Sequence[AgentEpisode], tasks: Sequence[Any] = (), suite: Suite | None = None
+) -> dict[str, float]:
     """Success rate and shape of a set of episodes (an evaluation's headline numbers); with
     the tasks, also the success rate per task kind (`success/<kind>`, from the task's
-    ``metadata["kind"]``) where tasks say theirs."""
+    ``metadata["kind"]``) where tasks say theirs. Success is the suite's (`Suite.success`,
+    what `arborl eval` counts too); without one, the default suite's rule."""
+    success = suite.success if suite is not None else succeeded
     trajs: list[Trajectory] = [e.trajectory for e in episodes]
     n = max(1, len(trajs))
     kinds: dict[str, list[bool]] = {}
     for task, t in zip(tasks, trajs, strict=False):  # no tasks given: no kinds
         kind = (getattr(task, "metadata", None) or {}).get("kind")
         if kind:
-            kinds.setdefault(str(kind), []).append(t.outcome_reward > 0)
+            kinds.setdefault(str(kind), []).append(success(t.outcome_reward))
     return {
         **{f"success/{k}": sum(v) / len(v) for k, v in sorted(kinds.items())},
-        "success": sum(t.outcome_reward > 0 for t in trajs) / n,
+        "success": sum(success(t.outcome_reward) for t in trajs) / n,
         "reward": sum(t.outcome_reward for t in trajs) / n,
         "turns": sum(len(t.turns) for t in trajs) / n,
         "response_tokens": sum(t.num_response_tokens for t in trajs) / n,

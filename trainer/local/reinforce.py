@@ -239,7 +239,7 @@ class Reinforce:
         truncations = Counter(t.truncation for t in trajs if t.truncation)
         out = {
             "rollout/reward": sum(t.outcome_reward for t in trajs) / n,
-            "rollout/success": sum(t.outcome_reward > 0 for t in trajs) / n,
+            "rollout/success": sum(self.ctx.suite.success(t.outcome_reward) for t in trajs) / n,
             "rollout/turns": sum(t.metrics.get("turns", len(t.turns)) for t in trajs) / n,
             "rollout/response_tokens": tokens / n,
             "rollout/segments": len(rows) / n,

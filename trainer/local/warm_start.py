@@ -96,7 +96,7 @@ class WarmStart:
                 config = ctx.agent.config.model_copy(update={"max_turns": sft.max_turns})
                 agent = Agent(ctx.engine, ctx.tokenizer, config)
             episodes = await agent.run_episodes(ctx.env_factory, tasks, demo=gold, concurrency=16)
-        solved = [e for e in episodes if e.trajectory.outcome_reward > 0]
+        solved = [e for e in episodes if ctx.suite.success(e.trajectory.outcome_reward)]
         if len(solved) < len(episodes):
             log.warning(
                 "%d of %d demonstrations failed their task; left out",
