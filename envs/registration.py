@@ -20,6 +20,8 @@ from typing import Any
 
 import gymnasium
 
+from .benchmarks import Benchmark, register_benchmark
+
 #: Every id registered through arborl, in order (what the `check_env` test iterates).
 ARBORL_ENV_IDS: list[str] = []
 
@@ -37,13 +39,29 @@ BUILTIN_ENVS = {
 }
 
 
+#: The envs whose suites `arborl eval` grades its own way (`arborl.envs.benchmarks`); the
+#: others' episodes are graded by the env (its reward) and the suite's success rule.
+BUILTIN_BENCHMARKS = {
+    "arborl/Code-v0": "arborl.envs.code.swe_grading:SWEBench",
+    "arborl/BFCL-v0": "arborl.envs.bfcl.rescoring:BfclBenchmark",
+    "arborl/Desktop-v0": "arborl.envs.desktop.support:OSWorldBenchmark",
+}
+
+
 def register_env(
-    env_id: str, entry_point: str | Callable[..., gymnasium.Env], *, force: bool = False, **kwargs: Any
+    env_id: str,
+    entry_point: str | Callable[..., gymnasium.Env],
+    *,
+    force: bool = False,
+    benchmark: Benchmark | str | None = None,
+    **kwargs: Any,
 ) -> None:
     """Register an env class (or `"module:Class"` path) under `env_id` ("namespace/Name-vN").
 
     `kwargs` go to `gymnasium.register` (e.g. `kwargs={...}` defaults for the constructor,
-    `max_episode_steps`); re-registering an id is an error unless `force=True`.
+    `max_episode_steps`); re-registering an id is an error unless `force=True`. `benchmark`:
+    how `arborl eval` grades this env's suites when not by the env's reward (a
+    `arborl.envs.benchmarks.Benchmark`, or the `"module:attribute"` naming one).
     """
     if env_id in gymnasium.registry and not force:
         same = env_id in ARBORL_ENV_IDS and _name(gymnasium.registry[env_id].entry_point) == _name(
@@ -55,6 +73,8 @@ def register_env(
     options: dict[str, Any] = {"nondeterministic": True, "order_enforce": False, "disable_env_checker": True}
     options.update(kwargs)
     gymnasium.register(id=env_id, entry_point=entry_point, **options)
+    if benchmark is not None:
+        register_benchmark(env_id, benchmark, force=force)
     if env_id not in ARBORL_ENV_IDS:
         ARBORL_ENV_IDS.append(env_id)
 
@@ -74,4 +94,4 @@ def registered_ids() -> list[str]:
 
 def register_builtin_envs() -> None:
     for env_id, entry_point in BUILTIN_ENVS.items():
-        register_env(env_id, entry_point)
+        register_env(env_id, entry_point, benchmark=BUILTIN_BENCHMARKS.get(env_id))

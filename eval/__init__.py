@@ -5,16 +5,13 @@
     outcome.summary["resolved_rate"], outcome.run_dir
 
 - `runner`   the run: concurrency over one sandbox pool, timeouts, retries of infrastructure
-             failures, isolation; `drivers` (scripted policies, the model agent);
-             `predictions` (SWE-bench predictions files) and `bfcl_results` (bfcl-eval result
-             files) grade stored outputs instead
-- `grading`  the score of an episode its env graded; SWE tasks are graded by SWE-bench's
-             semantics (FULL / PARTIAL / NO: `tasks/swebench/grading.py`) in a fresh sandbox,
-             through the code env's verifier (`envs/code/grading.py`), on instance images
-             built on Docker (`envs/code/images.py`)
+             failures, isolation; `drivers` (scripted policies, the model agent). How a suite's
+             tasks are prepared and graded, and which stored outputs (`predictions=`) it can
+             grade instead of running an agent, is its benchmark's hook, which eval asks the
+             registry for (`arborl.envs.benchmarks`): eval names no benchmark. The env-graded
+             default scores the total reward against the suite's success rule (`Suite.success`)
 - `summary`  resolved rate over every sample (errors unresolved, broken out by kind), pass@k
              (Chen et al. 2021), turns, tokens, tool errors, wall time
-- `hunks`    the first hunk of a model patch that did not apply, from the harness log
 - `store`    SQLite results keyed by (run, instance, sample); `outputs` per-instance files
 - `report`   Markdown + HTML with matplotlib plots, one run or several compared
 

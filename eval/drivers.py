@@ -15,12 +15,12 @@ absent when the agent could not have caused it (an infrastructure error, retried
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import gymnasium
 
 from arborl.envs import afinish
+from arborl.envs.benchmarks import EpisodeRecord, InfraError
 from arborl.envs.episodes import Episode, PolicyError, play_episode
 from arborl.envs.wrappers import approx_tokens
 from arborl.sandboxes import ImageBuildError, SandboxError, SandboxUnavailable
@@ -28,64 +28,8 @@ from arborl.tasks import Suite, Task
 
 from .config import ModelSection
 
-
-class InfraError(RuntimeError):
-    """The sandbox layer failed (not the agent): the attempt is retried unless `permanent`."""
-
-    def __init__(self, message: str, permanent: bool = False) -> None:
-        super().__init__(message)
-        self.permanent = permanent
-
-
 #: Sandbox errors that another attempt cannot fix (a missing image, a failed image build).
 PERMANENT = (SandboxUnavailable, ImageBuildError)
-
-
-#: `info["sandbox_fault"]` when the agent's actions made its sandbox fail; any other value, or
-#: none (envs from before the key, failures the env cannot attribute), is the infrastructure's.
-AGENT_FAULT = "agent"
-
-
-@dataclass(frozen=True)
-class SandboxFailure:
-    why: str
-    by_agent: bool
-
-
-@dataclass
-class EpisodeRecord:
-    messages: list[dict[str, Any]]
-    infos: list[dict[str, Any]]
-    rewards: list[float]
-    terminated: bool = False
-    truncated: bool = False
-    error: str | None = None
-    prompt_tokens: int = 0
-    response_tokens: int = 0
-    tokens_exact: bool = False
-    trajectory: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    #: PNG bytes of the screenshot each observation carried, keyed by turn (0: after reset);
-    #: empty for text envs (`screens.RecordScreens`).
-    screenshots: dict[int, bytes] = field(default_factory=dict)
-
-    @property
-    def turns(self) -> int:
-        return sum(m.get("role") == "assistant" for m in self.messages)
-
-    def sandbox_failure(self) -> SandboxFailure | None:
-        """How the episode's sandbox failed mid-episode, if it did (the last step that says so)."""
-        for info in reversed(self.infos):
-            if info.get("sandbox_error"):
-                return SandboxFailure(str(info["sandbox_error"]), info.get("sandbox_fault") == AGENT_FAULT)
-        return None
-
-    def final(self, key: str) -> Any:
-        """The last value of `key` in the step infos (e.g. the verifier's, the model patch)."""
-        for info in reversed(self.infos):
-            if key in info:
-                return info[key]
-        return None
 
 
 def check_infra(record: EpisodeRecord) -> EpisodeRecord:

@@ -6,11 +6,12 @@
         rewards.json         the reward of every step
         screens/turn-NNN.png envs that see pixels: the screenshot after reset (000) and each step
         trajectory.parquet   model agent: token ids, log-probs, loss mask (arborl.agents.trajectory)
-        patch.diff           SWE tasks: the model patch
-        grade.json           SWE tasks: the grading report
-        test.log             SWE tasks: the whole harness output (test.log.gz, gzip, when over 1 MiB)
+        patch.diff           code tasks: the model patch
+        <the grade's files>  what the benchmark's hook keeps (SWE-bench: grade.json, the
+                             grading report, and test.log, the whole harness output)
         error.txt            when the attempt failed (infra error, timeout, harness error)
 
+A text file over 1 MiB is stored gzip-compressed (`test.log.gz`); `read_output` reads either.
 A retried attempt overwrites its sample's directory.
 """
 
@@ -23,32 +24,30 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from arborl.tasks.swebench.grading import SWEGrade
+from arborl.envs.benchmarks import EpisodeRecord, Grade
 
-from .drivers import EpisodeRecord
-
-#: A test log longer than this (bytes) is stored gzip-compressed, as test.log.gz.
-LOG_GZIP_BYTES = 1024 * 1024
+#: A grade's text file longer than this (bytes) is stored gzip-compressed, as NAME.gz.
+GZIP_BYTES = 1024 * 1024
 
 
-def write_test_log(out: Path, log: str) -> Path:
-    """Store the whole harness output in `out`: test.log, or test.log.gz when large."""
-    data = log.encode("utf-8", errors="replace")
-    if len(data) > LOG_GZIP_BYTES:
-        path = out / "test.log.gz"
+def write_output(out: Path, name: str, content: str | bytes) -> Path:
+    """Store one of a grade's files in `out`: as it is, or NAME.gz when it is large text."""
+    data = content.encode("utf-8", errors="replace") if isinstance(content, str) else content
+    if isinstance(content, str) and len(data) > GZIP_BYTES:
+        path = out / f"{name}.gz"
         path.write_bytes(gzip.compress(data, mtime=0))
     else:
-        path = out / "test.log"
+        path = out / name
         path.write_bytes(data)
     return path
 
 
-def read_test_log(out: Path) -> str:
-    """The test log stored in `out` (either form); '' if there is none."""
-    if (out / "test.log.gz").is_file():
-        return gzip.decompress((out / "test.log.gz").read_bytes()).decode("utf-8", errors="replace")
-    if (out / "test.log").is_file():
-        return (out / "test.log").read_text(encoding="utf-8", errors="replace")
+def read_output(out: Path, name: str) -> str:
+    """The text file `name` stored in `out` (either form); '' if there is none."""
+    if (out / f"{name}.gz").is_file():
+        return gzip.decompress((out / f"{name}.gz").read_bytes()).decode("utf-8", errors="replace")
+    if (out / name).is_file():
+        return (out / name).read_text(encoding="utf-8", errors="replace")
     return ""
 
 
@@ -66,7 +65,7 @@ def write_outputs(
     instance_id: str,
     sample: int,
     record: EpisodeRecord | None,
-    grade: SWEGrade | None = None,
+    grade: Grade | None = None,
     error: str | None = None,
 ) -> Path:
     """Write what one attempt produced; returns the directory (relative paths go in the store)."""
@@ -88,9 +87,8 @@ def write_outputs(
             from arborl.agents.trajectory import write_trajectories
 
             write_trajectories(out / "trajectory.parquet", [record.trajectory])
-    if grade is not None:
-        _dump(out / "grade.json", grade.model_dump(exclude={"log"}))
-        write_test_log(out, grade.log)
+    for name, content in (grade.files if grade is not None else {}).items():
+        write_output(out, name, content)
     if error:
         (out / "error.txt").write_text(error + "\n", encoding="utf-8")
     return out

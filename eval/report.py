@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .hunks import FailingHunk
 from .store import FINAL, InstanceResult, read_results
 from .summary import UNRESOLVED_KINDS, count_phrase, grade_error, summarize
 
@@ -36,6 +36,10 @@ class _Run:
         self.summary = summarize(self.results, ks)
         self.label = path.name
         self.final = [r for r in self.results if r.status in FINAL]
+        try:  # what the run counted as success (the suite's rule), as its summary says
+            self.success_rule = str(json.loads((path / "summary.json").read_text()).get("success_rule", ""))
+        except (OSError, ValueError):
+            self.success_rule = ""
 
     def by_instance(self) -> dict[str, list[InstanceResult]]:
         """Every result of each instance (an errored sample is an unsolved one)."""
@@ -143,6 +147,7 @@ def _tables(runs: list[_Run]) -> list[tuple[str, list[str], list[list[str]]]]:
         "tool error rate",
         "wall s p50 / p90",
         "unresolved",
+        "success means",
     ]
     rows = []
     for run in runs:
@@ -163,6 +168,7 @@ def _tables(runs: list[_Run]) -> list[tuple[str, list[str], list[list[str]]]]:
                 f"{s['tool_error_rate']:.1%}",
                 f"{s['wall_s_p50']:.2f} / {s['wall_s_p90']:.2f}",
                 f"{s['unresolved']}: {count_phrase(s['unresolved_by_kind'])}" if s["unresolved"] else "0",
+                run.success_rule or "–",
             ]
         )
     tables = [("Summary", head, rows)]
@@ -222,7 +228,7 @@ def error_cell(r: InstanceResult) -> str:
     why, hunk = grade_error(r), r.details.get("first_failing_hunk")
     parts = []
     if why == "patch_apply_failed":
-        where = FailingHunk(**hunk).summary() if hunk else ""
+        where = _hunk_summary(hunk) if hunk else ""
         parts.append("patch did not apply" + (f": {where}" if where else ""))
     elif why:
         parts.append(f"grade: {why}")
@@ -230,6 +236,16 @@ def error_cell(r: InstanceResult) -> str:
         parts.append(r.error.split("\n")[0][:200])
     text = "; ".join(parts)
     return text + (f"\n{hunk['text']}" if why == "patch_apply_failed" and hunk and hunk["text"] else "")
+
+
+def _hunk_summary(hunk: dict[str, Any]) -> str:
+    """Where the hunk that did not apply is, in one line (what the grader found: file, line,
+    the hunk's header; or what git said when no hunk was found)."""
+    if hunk.get("summary"):
+        return str(hunk["summary"])
+    if not hunk.get("file"):  # results stored before the grader wrote its summary
+        return str(hunk.get("why", ""))
+    return f"{hunk['file']}:{hunk.get('line', '')} {hunk.get('header', '')}".rstrip()
 
 
 def _markdown(tables: list[tuple[str, list[str], list[list[str]]]], images: list[Path]) -> str:

@@ -6,9 +6,9 @@ How a run goes:
 
 1. the suite's tasks (filtered by `tasks` / `limit`), times `samples`, minus the (instance,
    sample) pairs already finished in the run directory's SQLite store (resume);
-2. on Docker, SWE tasks switch to instance images (built once, cached by content hash);
+2. the benchmark prepares its tasks (`arborl.envs.benchmarks`: SWE-bench builds instance images);
 3. `concurrency` workers, each with its own env over one `SandboxPool`, take the next item;
-   an attempt is the episode (`drivers`) plus grading (`grading`), under a wall-clock limit;
+   an attempt is the episode (`drivers`) plus its grade (the hook), under a wall-clock limit;
 4. an infrastructure failure (a sandbox error: the pool, the container, the engine) retries
    the attempt on a fresh env, up to `retries` times; what the agent does is never retried,
    a sandbox its own actions killed included (`agent_crash`, a failure); an unexpected error
@@ -30,44 +30,38 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import gymnasium
 from gymnasium.envs.registration import load_env_creator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-import arborl.envs  # noqa: F401 - registers the arborl/* env ids
+import arborl.envs  # noqa: F401 - registers the arborl/* env ids (and their benchmark hooks)
 from arborl.envs import SandboxEnv, aclose, arelease
-from arborl.envs.code.grading import grade_swe
-from arborl.envs.code.images import with_instance_images
-from arborl.envs.episodes import on_envs
-from arborl.sandboxes import (
-    PoolConfig,
-    SandboxBackend,
-    SandboxError,
-    SandboxPool,
-    SandboxUnavailable,
-    make_pool,
+from arborl.envs.benchmarks import (
+    EnvironmentBroken,
+    EpisodeRecord,
+    Grade,
+    GradeContext,
+    InfraError,
+    PredictionSource,
+    benchmark_for,
+    reader_options,
 )
-from arborl.tasks import CodeTask, Suite, Task, get_suite, is_registered
-from arborl.tasks.swebench import environment_hint, swe_parts
-from arborl.tasks.swebench.grading import SWEGrade
+from arborl.envs.episodes import on_envs
+from arborl.sandboxes import PoolConfig, SandboxPool, make_pool
+from arborl.tasks import Suite, Task, get_suite, is_registered
 from arborl.tasks.user_suites import looks_like_path, suite_from_path
 
-from .bfcl_results import BFCL_ENV_ID, BfclResults
 from .config import EvalConfig
-from .drivers import Driver, EpisodeRecord, InfraError, make_driver
-from .grading import env_score
-from .hunks import first_failing_hunk
+from .drivers import Driver, make_driver
 from .outputs import instance_dir, write_outputs
-from .predictions import PredictionsDriver, load_predictions, select_predicted
 from .screens import RecordScreens
 from .store import InstanceResult, ResultStore
 from .summary import count_phrase, summarize, unresolved_kind
 
 log = logging.getLogger(__name__)
-APPLY = "patch_apply_failed"  # the grade's error for a model patch that applies neither way
 
 
 @dataclass
@@ -82,20 +76,14 @@ class EvalOutcome:
 def resolve_suite(cfg: EvalConfig) -> Suite:
     """The registered suite `cfg.suite` names, or a suite made from the file or directory."""
     if not is_registered(cfg.suite) and looks_like_path(cfg.suite):
-        from arborl.envs.desktop.support import DESKTOP  # the desktop's, for OSWorld files only
-
         return suite_from_path(
             cfg.suite,
             repos_dirs=cfg.swe.repos_dir,
             environments=cfg.swe.environments,
             split=cfg.swe.split,
-            desktop=DESKTOP,
+            **reader_options(),  # what each env can run (the desktop's, for OSWorld files)
         )
     return get_suite(cfg.suite)
-
-
-class EnvironmentBroken(RuntimeError):
-    """The task's environment, not the agent, failed (stored as `env_error`: unresolved, retried on resume)."""
 
 
 def select_tasks(suite: Suite, cfg: EvalConfig) -> list[Task]:
@@ -118,12 +106,11 @@ class EvalRun:
     ) -> None:
         self.cfg, self.pool, self.console = cfg, pool, console
         self.suite = suite or resolve_suite(cfg)
-        self.predictions: dict[str, dict[str, Any]] | None = None
-        self.bfcl_results: BfclResults | None = None  # bfcl-eval result files to re-score
-        if cfg.predictions and self.suite.env_id == BFCL_ENV_ID:
-            self.bfcl_results = BfclResults(cfg.predictions, self.suite.tasks(), cfg.suite, cfg.bfcl)
-        elif cfg.predictions:
-            self.predictions = load_predictions(cfg.predictions)
+        self.benchmark = benchmark_for(self.suite)  # how this suite is prepared and graded
+        self.ctx = GradeContext(self.suite, pool, cfg, cfg.agent)
+        self.predictions: PredictionSource | None = None  # stored outputs to grade, no agent
+        if cfg.predictions:
+            self.predictions = self.benchmark.predictions(str(cfg.predictions), self.suite.tasks(), self.ctx)
         self.max_turns = cfg.max_turns or self.suite.max_turns
         self.run_dir = cfg.run_dir()
         self.driver: Driver | None = None
@@ -144,7 +131,7 @@ class EvalRun:
     # ---- one attempt -------------------------------------------------------------------------
     async def attempt(
         self, env: gymnasium.Env, task: Task, sample: int
-    ) -> tuple[InstanceResult, EpisodeRecord, SWEGrade | None]:
+    ) -> tuple[InstanceResult, EpisodeRecord, Grade | None]:
         assert self.driver is not None
         start = time.perf_counter()
         screens = RecordScreens(env) if self.cfg.screenshots else None
@@ -155,18 +142,18 @@ class EvalRun:
         setup_error = rec.final("setup_error")
         if setup_error:
             raise EnvironmentBroken(f"a setup step failed: {setup_error}")
-        grade: SWEGrade | None = None
+        grade: Grade | None = None
         crash = rec.sandbox_failure()  # the driver raised for one the agent did not cause
-        if crash is not None:  # the agent's failure: its sandbox is gone, nothing to grade
-            score, success = 0.0, False
+        if crash is None:
+            try:
+                grade = await self.benchmark.grade(env, task, rec, self.ctx)
+            except EnvironmentBroken as e:
+                write_outputs(self.run_dir, task.id, sample, rec, e.grade, None)
+                raise
+        else:  # the agent's failure: its sandbox is gone, nothing to grade
             rec.error = f"the agent's actions made its sandbox fail: {crash.why}" + (
                 f" ({rec.error})" if rec.error else ""
             )
-        elif swe_parts(task) is not None:
-            grade = await self._grade(env, cast(CodeTask, task), sample, rec)
-            score, success = float(grade.resolved), grade.resolved
-        else:
-            score, success = env_score(rec.rewards)
         # Calls the model attempted: the ones that ran plus the ones the parser could not read.
         calls = sum(len(i.get("tool_calls") or []) + len(i.get("parse_errors") or []) for i in rec.infos)
         failed = sum(int(i.get("n_tool_errors") or 0) for i in rec.infos)
@@ -179,19 +166,15 @@ class EvalRun:
             "answer": rec.final("answer"),
             "format_errors": sum(bool(i.get("format_error")) for i in rec.infos),
             **rec.extra,
+            **(grade.details if grade is not None else {}),
         }
-        if grade is not None:
-            details["grade"] = grade.model_dump(exclude={"log"})
-            hunk = first_failing_hunk(grade.log, rec.final("model_patch")) if grade.error == APPLY else None
-            if hunk is not None:
-                details["first_failing_hunk"] = hunk.as_dict()
         result = InstanceResult(
             instance_id=task.id,
             sample=sample,
             status="agent_crash" if crash else "done",
-            success=success,
-            score=score,
-            grade=grade.status if grade else ("NO" if crash and swe_parts(task) is not None else ""),
+            success=grade.success if grade is not None else False,
+            score=grade.score if grade is not None else 0.0,
+            grade=grade.label if grade is not None else self.benchmark.ungraded_label(task),
             turns=rec.turns,
             prompt_tokens=rec.prompt_tokens,
             response_tokens=rec.response_tokens,
@@ -203,35 +186,6 @@ class EvalRun:
             details=details,
         )
         return result, rec, grade
-
-    async def _grade(self, env: gymnasium.Env, task: CodeTask, sample: int, rec: EpisodeRecord) -> SWEGrade:
-        """The SWE-bench grade of the episode's patch; raises EnvironmentBroken when the gold
-        patch does not resolve."""
-        patch_error = rec.final("model_patch_error")
-        try:
-            spec = cast(SandboxEnv, env.unwrapped).sandbox_spec(task)
-            grade = await grade_swe(self.pool, spec, task, rec.final("model_patch"))
-        except SandboxError as e:
-            if e.fault != "agent":
-                raise InfraError(f"grading failed: {type(e).__name__}: {e}") from e
-            # The grading sandbox ran the patch's code, and that code made it fail.
-            grade = SWEGrade.unresolved(f"tests_crashed_sandbox: {e}", patch_applied=True)
-        if patch_error and grade.error == "no_patch":
-            grade = grade.model_copy(update={"error": f"no_patch: {patch_error}"})
-        if self.cfg.agent == "gold" and not grade.resolved:
-            # The reference fix does not resolve here: the environment (dependencies, test
-            # command, layout) is broken, and every agent would be graded NO for it.
-            why = grade.error or f"{grade.status}; failing: " + ", ".join(
-                (grade.FAIL_TO_PASS["failure"] + grade.PASS_TO_PASS["failure"])[:5]
-            )
-            inst, environment = swe_parts(task) or (None, None)
-            hint = environment_hint(grade.log, grade.error, inst, environment) if inst else None
-            write_outputs(self.run_dir, task.id, sample, rec, grade, None)
-            raise EnvironmentBroken(
-                f"the gold patch does not resolve this instance ({why})"
-                + (f"; likely cause: {hint}" if hint else "")
-            )
-        return grade
 
     async def run_item(self, worker: dict[str, gymnasium.Env], task: Task, sample: int) -> InstanceResult:
         """All attempts of one (task, sample); never raises (but for cancellation)."""
@@ -292,7 +246,7 @@ class EvalRun:
             instance_id=task.id,
             sample=sample,
             status=status,
-            grade="NO" if swe_parts(task) is not None and status != "env_error" else "",
+            grade=self.benchmark.ungraded_label(task) if status != "env_error" else "",
             wall_s=time.perf_counter() - start,
             attempts=attempts,
             error=why[:4000],
@@ -310,15 +264,8 @@ class EvalRun:
         """Run what is not finished yet; returns (skipped, ran)."""
         cfg = self.cfg
         tasks = select_tasks(self.suite, cfg)
-        if self.bfcl_results is not None:
-            tasks = self.bfcl_results.select(tasks)
-        elif self.predictions is not None:
-            if not all(swe_parts(t) for t in tasks):
-                raise ValueError(
-                    "predictions= grades SWE-bench suites (a predictions file) and BFCL suites "
-                    f"(bfcl-eval result files); {cfg.suite!r} is neither"
-                )
-            tasks = select_predicted(tasks, self.predictions, str(cfg.predictions))
+        if self.predictions is not None:
+            tasks = self.predictions.select(tasks)
         finished = store.finished()
         work = [(t, s) for t in tasks for s in range(cfg.samples) if (t.id, s) not in finished]
         skipped = len(tasks) * cfg.samples - len(work)
@@ -329,15 +276,8 @@ class EvalRun:
         )
         if not work:
             return skipped, 0
-        if cfg.swe.images == "auto" and any(swe_parts(t) for t, _ in work):
-            work = await self._with_images(work)
-        self.driver = (
-            self.bfcl_results.driver()
-            if self.bfcl_results is not None
-            else PredictionsDriver(self.predictions)
-            if self.predictions is not None
-            else make_driver(cfg.agent, self.suite, cfg.model, self.max_turns)
-        )
+        work = await self._prepared(work)
+        self.driver = self.predictions or make_driver(cfg.agent, self.suite, cfg.model, self.max_turns)
         tally: Counter[str | None] = Counter()
         columns = (
             TextColumn("[bold]{task.description}"),
@@ -365,36 +305,13 @@ class EvalRun:
                 await self.driver.close()
         return skipped, len(work)
 
-    async def _with_images(self, work: list[tuple[Task, int]]) -> list[tuple[Task, int]]:
+    async def _prepared(self, work: list[tuple[Task, int]]) -> list[tuple[Task, int]]:
+        """The work on tasks the benchmark has prepared (SWE-bench: on instance images)."""
         unique = list({t.id: t for t, _ in work}.values())
-        with self.console.status("building instance images (cached by content hash)..."):
-            backend = getattr(self.pool, "backend", None)
-            if backend is not None:
-                built = await with_instance_images(unique, backend, self.cfg.swe.repos_dir)
-            else:  # sandboxes on other hosts (sandbox=ray): each builds them on its own engine
-                built = await images_on_each_node(self.pool, unique, self.cfg.swe.repos_dir)
-        by_id = {t.id: t for t in built}
+        with self.console.status(f"preparing {len(unique)} instance(s) ({self.benchmark.name})..."):
+            ready = await self.benchmark.prepare(unique, self.ctx)
+        by_id = {t.id: t for t in ready}
         return [(by_id[t.id], s) for t, s in work]
-
-
-def instance_images_here(backend: SandboxBackend, tasks: list[Task], repos_dirs: list[str]) -> list[Task]:
-    """`with_instance_images` on `backend`, blocking: what each sandbox node runs (in a thread
-    of its actor) to build the images of `tasks` on its own engine."""
-    return asyncio.run(with_instance_images(tasks, backend, repos_dirs))
-
-
-async def images_on_each_node(pool: Any, tasks: list[Task], repos_dirs: list[str]) -> list[Task]:
-    """`tasks` on their instance images, built on every node of a `RaySandboxPool` (a
-    sandbox runs on whichever node has room). `repos_dirs` are paths on the nodes."""
-    per_node: dict[str, list[Task]] = await pool.on_each_node(instance_images_here, tasks, repos_dirs)
-    first, *others = per_node.values()
-    if any([t.model_dump() for t in other] != [t.model_dump() for t in first] for other in others):
-        raise SandboxUnavailable(
-            "the sandbox nodes built different instance images for the same tasks (a node on "
-            "Docker, another on bubblewrap, or different repos_dir contents): give every node "
-            "the same backend and the same repositories, or run with swe.images=off"
-        )
-    return first
 
 
 def _tally(counts: Counter[str | None]) -> str:
@@ -443,8 +360,11 @@ async def run_eval(
                 await close_loop_resources()
         summary = summarize(store.results(), cfg.pass_k)
         summary.update({"suite": cfg.suite, "agent": cfg.agent, "run_id": store.run_id})
-        if run.bfcl_results is not None:  # bfcl-eval's own accuracy lines and score files
-            summary["bfcl"] = run.bfcl_results.report(console, store.results(), run_dir)
+        summary["success_rule"] = run.benchmark.success_rule(run.suite)
+        if run.predictions is not None:  # the benchmark's own summary (bfcl-eval's accuracy lines)
+            own = run.predictions.report(console, store.results(), run_dir)
+            if own is not None:
+                summary[run.benchmark.name] = own
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     finally:
         store.close()

@@ -140,3 +140,27 @@ def test_the_reader_sees_what_is_checked(tmp_path, monkeypatch):
     ]
     assert reachable("trainer") >= {"envs", "tasks", "sandboxes", "kernels"}
     assert "trainer" not in reachable("eval") and "eval" not in reachable("trainer")
+
+
+def benchmark_modules() -> set[str]:
+    """The benchmark folders (`arborl.tasks.<folder>`) and env families (`arborl.envs.<package>`)."""
+    return {
+        f"arborl.{layer}.{p.name}"
+        for layer in ("tasks", "envs")
+        for p in (ROOT / layer).iterdir()
+        if (p / "__init__.py").is_file()
+    }
+
+
+def test_eval_names_no_benchmark_and_no_env_family():
+    """eval grades every suite through its benchmark's hook (`arborl.envs.benchmarks`), so it
+    imports no benchmark folder and no env family, not even lazily or by entry point."""
+    named = benchmark_modules()
+    assert {"arborl.tasks.swebench", "arborl.tasks.bfcl", "arborl.envs.code", "arborl.envs.desktop"} <= named
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {dotted}"
+        for path in sorted((ROOT / "eval").rglob("*.py"))
+        for line, dotted in imported(path)
+        if any(dotted == m or dotted.startswith(m + ".") for m in named)
+    ]
+    assert not found, "eval names a benchmark:\n" + "\n".join(found)

@@ -136,7 +136,7 @@ async def test_nodes_that_would_run_a_swe_task_on_different_images_are_refused()
     """With `backend: auto`, one node may be on Docker (instance images) and another on
     bubblewrap (the base image): the same task would differ by where it lands, so the eval
     stops before it starts, saying what to do."""
-    from arborl.eval.runner import images_on_each_node
+    from arborl.envs.code.swe_grading import images_on_each_node
     from arborl.sandboxes import SandboxUnavailable
 
     task = DEFAULT_TASK.model_copy(update={"id": "swe-1"})

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arborl.envs.code.env import CodeEnv
-from arborl.envs.code.grading import grade_swe
+from arborl.envs.code.swe_grading import grade_swe
 from arborl.envs.code.verifier import GIT_ENV, capture_patch
 from arborl.sandboxes import ExecResult, SandboxError, SandboxPool, SandboxSpec
 from arborl.tasks import CodeTask

@@ -21,6 +21,7 @@ from typing import Any
 
 from arborl.tasks.osworld import OSWorldGetter, UnsupportedOSWorldFeature
 
+from ..benchmarks import Benchmark
 from .table_rules import table_rules_problem
 
 # name -> (required parameters, optional parameters)
@@ -190,6 +191,17 @@ class DesktopEnvSupport:
 
 #: The desktop env's support: pass it to the OSWorld loader (`support=DESKTOP`).
 DESKTOP = DesktopEnvSupport()
+
+
+class OSWorldBenchmark(Benchmark):
+    """OSWorld tasks on `arborl/Desktop-v0`: graded by the env (its evaluator runs OSWorld's
+    metrics as the episode ends); a user's task JSONs are read knowing what this desktop can
+    run, so a task it cannot is refused as the suite loads, saying why."""
+
+    name = "osworld"
+
+    def reader_options(self) -> dict[str, Any]:
+        return {"desktop": DESKTOP}
 
 
 def open_with(path: str) -> str:

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..outputs import instance_dir, read_test_log
+from ..outputs import instance_dir, read_output
 from ..store import InstanceResult, read_results
 from .model import EpisodeView, Message, PageData, ToolCall, TurnView, clip
 
@@ -132,7 +132,7 @@ def _episode(i: int, r: InstanceResult, run_dir: Path, suite: str, page: PageDat
             for k in ("verifier", "answer", "reward", "truncated_by")
             if r.details.get(k) is not None
         }
-    log = read_test_log(out)
+    log = read_output(out, "test.log")
     log_file = next((f"{rel}/{n}" for n in ("test.log", "test.log.gz") if (out / n).is_file()), None)
     if log_file:
         page.files.add(log_file)

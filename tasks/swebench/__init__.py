@@ -9,7 +9,7 @@ grade read from its log.
 `grading.py` the grade (`SWEGrade`), `policies.py` the gold and empty policies, `mini/` and
 `real/` the swe-mini and swe-real suites (`suites.py` registers them), `user.py` a user's
 instances as a suite. Imports nothing else of arborl: what needs a sandbox is the code env's
-(`arborl.envs.code.grading`, `arborl.envs.code.images`), and image builds take the layer
+(`arborl.envs.code.swe_grading`, `arborl.envs.code.images`), and image builds take the layer
 builder as an argument.
 """
 

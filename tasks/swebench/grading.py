@@ -1,6 +1,6 @@
 """SWE-bench's grade of a patch, read from what its verifier printed.
 
-The verifier (`envs/code/verifier.py`, run in a sandbox by `envs/code/grading.py`) refuses a
+The verifier (`envs/code/verifier.py`, run in a sandbox by `envs/code/swe_grading.py`) refuses a
 patch that touches test infrastructure, then the harness (`harness.py`) applies the model
 patch, puts the test patch's files back to the base commit and applies the test patch, runs
 the test files, and FAIL_TO_PASS / PASS_TO_PASS are read from the log:

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from arborl.eval.hunks import first_failing_hunk
 from arborl.tasks.swebench.harness import apply_patch
+from arborl.tasks.swebench.hunks import first_failing_hunk
 
 FILE = "".join(f"line {i}\n" for i in range(1, 31))
 PATCH = """diff --git a/m.py b/m.py

@@ -15,8 +15,8 @@ import pytest
 from gitrepo import commit, git
 
 from arborl.eval.config import EvalConfig
-from arborl.eval.predictions import PredictionsError, load_predictions
 from arborl.tasks.swebench.mini import INSTANCES, REPOS
+from arborl.tasks.swebench.predictions import PredictionsError, load_predictions
 
 CMD = [sys.executable, "-m", "arborl.cli.main"]
 DOCS = Path(__file__).parents[2] / "docs" / "eval.md"

@@ -164,7 +164,7 @@ async def test_swe_gold_still_resolves(pool, strkit):
 
 
 async def test_evaluation_grades_a_patch_with_a_conftest_as_unresolved(pool, strkit):
-    from arborl.envs.code.grading import grade_swe
+    from arborl.envs.code.swe_grading import grade_swe
 
     inst, _ = swe_parts(strkit)
     forged = (
@@ -205,7 +205,7 @@ async def test_a_poisoned_git_config_does_not_run_in_the_grader(pool, strkit):
     `git checkout base -- tests/...` runs a clean filter (git hashes the test file, which the
     agent touched so that its stat data no longer matches the index) which writes a conftest.py
     making every test pass; a README-only patch graded on the same sandbox must stay unresolved."""
-    from arborl.envs.code.grading import grade_swe
+    from arborl.envs.code.swe_grading import grade_swe
 
     spec = gymnasium.make("arborl/Code-v0").unwrapped.sandbox_spec(strkit)
     config = '[filter "x"]\n\tclean=sh .git/description\n[core]\n\tattributesfile=.git/info/exclude\n'

@@ -16,7 +16,7 @@ from arborl.agents.engines import EngineError, InferenceEngine
 from arborl.agents.gateway import Gateway, GatewayConfig
 from arborl.agents.gateway.serve import serving
 from arborl.envs.code.env import CodeEnv
-from arborl.envs.code.grading import grade_swe
+from arborl.envs.code.swe_grading import grade_swe
 from arborl.sandboxes import PoolConfig, SandboxPool
 from arborl.tasks import get_suite
 from arborl.tasks.swebench import environment_for, swe_parts, to_code_task

@@ -12,7 +12,7 @@ import pytest
 
 import arborl.envs  # noqa: F401
 from arborl.envs import arelease, areset, astep
-from arborl.envs.code.grading import grade_swe
+from arborl.envs.code.swe_grading import grade_swe
 from arborl.sandboxes import PoolConfig, SandboxPool
 from arborl.tasks import CodeTask, get_suite
 from arborl.tasks.swebench import mini as swe_mini

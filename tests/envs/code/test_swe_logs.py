@@ -11,8 +11,8 @@ import pytest
 from gitrepo import commit, git
 
 import arborl.envs  # noqa: F401
-from arborl.envs.code.grading import grade_swe
-from arborl.eval.outputs import LOG_GZIP_BYTES, read_test_log, write_outputs, write_test_log
+from arborl.envs.code.swe_grading import grade_swe, swe_grade
+from arborl.eval.outputs import GZIP_BYTES, read_output, write_output, write_outputs
 from arborl.sandboxes import PoolConfig, SandboxPool
 from arborl.tasks.swebench import SWEInstance, swe_parts, to_code_task
 from arborl.tasks.swebench.repos import find_repository
@@ -22,15 +22,15 @@ N_TESTS = 2000  # -rA prints one line per test: ~55 bytes each, well over 64 KiB
 
 def test_large_logs_are_stored_whole_and_compressed(tmp_path):
     small, large = "x" * 100 + "\n", "".join(f"PASSED tests/t.py::test_{i}\n" for i in range(60_000))
-    assert len(large.encode()) > LOG_GZIP_BYTES
+    assert len(large.encode()) > GZIP_BYTES
     for log in (small, large):
         out = tmp_path / str(len(log))
         out.mkdir()
-        path = write_test_log(out, log)
+        path = write_output(out, "test.log", log)
         assert path.name == ("test.log.gz" if log is large else "test.log")
-        assert read_test_log(out) == log
+        assert read_output(out, "test.log") == log
     assert gzip.decompress((tmp_path / str(len(large)) / "test.log.gz").read_bytes()).decode() == large
-    assert read_test_log(tmp_path) == ""
+    assert read_output(tmp_path, "test.log") == ""
 
 
 MANY = (
@@ -96,9 +96,9 @@ async def test_swe_bench_grades_arborls_stored_logs_as_arborl_did(
         eval_type="pass_and_fail",
     )
     for sample, (name, grade) in enumerate(grades.items()):
-        out = write_outputs(tmp_path / "run", inst.instance_id, sample, None, grade)
+        out = write_outputs(tmp_path / "run", inst.instance_id, sample, None, swe_grade(grade, patches[name]))
         stored = out / "test.log"
-        assert stored.stat().st_size > 64 * 1024 and read_test_log(out) == grade.log
+        assert stored.stat().st_size > 64 * 1024 and read_output(out, "test.log") == grade.log
         prediction = {
             "instance_id": inst.instance_id,
             "model_patch": patches[name],

@@ -1,4 +1,5 @@
-"""Grade a predictions file without running an agent (SWE-bench's `--predictions_path`).
+"""Read a predictions file, to grade without running an agent (SWE-bench's `--predictions_path`;
+the grading: `arborl.envs.code.swe_grading`).
 
     arborl eval suite=instances.jsonl predictions=preds.jsonl swe.repos_dir=[/data/repos]
 
@@ -16,11 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import gymnasium
-
-from arborl.tasks import Task
-
-from .drivers import EpisodeRecord
+from ..task_types import Task
 
 
 class PredictionsError(ValueError):
@@ -77,24 +74,3 @@ def select_predicted(tasks: list[Task], predictions: Mapping[str, Any], source: 
             f"{source}: {len(unknown)} prediction(s) for instances the suite does not have: {unknown[:5]}"
         )
     return [t for t in tasks if t.id in predictions]
-
-
-class PredictionsDriver:
-    """Plays no episode: the 'episode' of an instance is its predicted patch."""
-
-    def __init__(self, predictions: Mapping[str, Mapping[str, Any]]) -> None:
-        self.predictions = predictions
-
-    async def run(self, env: gymnasium.Env, task: Task, sample: int, max_turns: int) -> EpisodeRecord:
-        pred = self.predictions[task.id]
-        patch = pred.get("model_patch") or ""
-        return EpisodeRecord(
-            messages=[],
-            infos=[{"model_patch": patch}],
-            rewards=[],
-            terminated=True,
-            extra={"model_name_or_path": pred.get("model_name_or_path")},
-        )
-
-    async def close(self) -> None:
-        return None

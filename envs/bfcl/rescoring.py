@@ -1,4 +1,5 @@
-"""Re-score bfcl-eval result files, no agent run (`arborl.tasks.bfcl.result_files`).
+"""Re-score bfcl-eval result files, no agent run (`arborl.tasks.bfcl.result_files`): the BFCL
+hook of `arborl eval` (`BfclBenchmark`, `arborl.envs.benchmarks`).
 
     arborl eval suite=bfcl-simple predictions=result/my-model/non_live/BFCL_v4_simple_python_result.json
     arborl eval suite=bfcl-multi-turn predictions=result/my-model      # every result file under it
@@ -28,22 +29,31 @@ from rich.console import Console
 from arborl.tasks import Task
 from arborl.tasks.bfcl.data import BfclTask
 from arborl.tasks.bfcl.result_files import MISSING, UNUSABLE, ResultFiles, read_result_files
-from arborl.tasks.bfcl.suites import ENV_ID as BFCL_ENV_ID
 
-from .config import BfclSection
-from .drivers import EpisodeRecord
-from .store import InstanceResult
+from ..benchmarks import Benchmark, EpisodeRecord, GradeContext, PredictionSource
 
 #: Problems printed; the rest are in `<run>/result_file_problems.txt`.
 MAX_PROBLEMS_SHOWN = 10
 
-__all__ = ["BFCL_ENV_ID", "BfclResults", "BfclResultsDriver"]
+__all__ = ["BfclBenchmark", "BfclResults", "BfclResultsDriver"]
+
+
+class BfclBenchmark(Benchmark):
+    """BFCL: episodes graded by their env (bfcl-eval's checkers); `predictions=` re-scores
+    bfcl-eval's result files (`eval.bfcl` section: how they are decoded)."""
+
+    name = "bfcl"
+    predictions_kind = "bfcl-eval result files"
+
+    def predictions(self, path: str, tasks: list[Task], ctx: GradeContext) -> PredictionSource:
+        return BfclResults(path, tasks, ctx.suite.name, ctx.config.bfcl)
 
 
 class BfclResults:
     """The result files of one run, the driver that scores them, and the report."""
 
-    def __init__(self, path: str, tasks: Sequence[Task], suite: str, options: BfclSection) -> None:
+    def __init__(self, path: str, tasks: Sequence[Task], suite: str, options: Any) -> None:
+        """`options`: how to decode the files (`decoder`, `underscore_to_dot`: eval's `bfcl`)."""
         bfcl_tasks = [t for t in tasks if isinstance(t, BfclTask)]
         self.categories = sorted({t.category for t in bfcl_tasks})  # the suite's
         self.files: ResultFiles = read_result_files(
@@ -54,14 +64,17 @@ class BfclResults:
         """The tasks of the categories the files hold."""
         return [t for t in tasks if isinstance(t, BfclTask) and t.category in self.files.categories]
 
-    def driver(self) -> BfclResultsDriver:
-        return BfclResultsDriver(self.files)
+    async def run(self, env: gymnasium.Env, task: Task, sample: int, max_turns: int) -> EpisodeRecord:
+        return await BfclResultsDriver(self.files).run(env, task, sample, max_turns)
 
-    def report(self, console: Console, results: list[InstanceResult], run_dir: Path) -> dict[str, Any]:
+    async def close(self) -> None:
+        return None
+
+    def report(self, console: Console, results: Sequence[Any], run_dir: Path) -> dict[str, Any]:
         """Print per-category and overall accuracy as bfcl-eval does, the problems; write the
         score files. Returns the numbers (also in `<run>/bfcl_scores.json`)."""
         console.print(f"bfcl-eval results: {', '.join(map(str, self.files.paths))} · {self.files.how}")
-        by_category: dict[str, list[InstanceResult]] = {}
+        by_category: dict[str, list[Any]] = {}
         for r in sorted(results, key=lambda r: r.instance_id):
             by_category.setdefault(str(r.details.get("bfcl_category", "")), []).append(r)
         scores: dict[str, Any] = {}
@@ -130,7 +143,7 @@ class BfclResults:
             console.print(f"  ... and {len(problems) - MAX_PROBLEMS_SHOWN} more")
 
 
-def _verdict(result: InstanceResult) -> dict[str, Any]:
+def _verdict(result: Any) -> dict[str, Any]:
     verifier = result.details.get("verifier")
     return verifier if isinstance(verifier, dict) else {}
 
@@ -145,9 +158,7 @@ def _overall(scores: dict[str, Any], categories: list[str]) -> dict[str, Any]:
     return {"accuracy": mean, "correct_count": correct, "total_count": total, "categories": categories}
 
 
-def _write_score_file(
-    run_dir: Path, category: str, header: dict[str, Any], rows: list[InstanceResult]
-) -> None:
+def _write_score_file(run_dir: Path, category: str, header: dict[str, Any], rows: list[Any]) -> None:
     """bfcl-eval's score file: a header line, then one line per entry that is not valid."""
     out = run_dir / "score"
     out.mkdir(parents=True, exist_ok=True)

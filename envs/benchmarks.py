@@ -1,0 +1,232 @@
+"""What `arborl eval` needs from a benchmark beyond playing its episodes: the seam between the
+evaluation loop and every benchmark's own grading.
+
+    register_env("myorg/Quiz-v0", QuizEnv, benchmark="mypkg.quiz:QUIZ")   # or register_benchmark
+    hook = benchmark_for(suite)            # the env id's hook, else the env-graded default
+    tasks = await hook.prepare(tasks, ctx)                 # images, repositories
+    grade = await hook.grade(env, task, record, ctx)       # one episode (or one prediction)
+    source = hook.predictions(path, tasks, ctx)            # stored outputs, no agent run
+
+A hook is registered per env id, as the env is (`register_env(..., benchmark=...)`), so eval
+imports no benchmark and no env family: it asks the registry. The default hook, `Benchmark`,
+is the env-graded one: the episode's total reward is its score and the suite says what
+success is (`Suite.success`: the one definition, training's held-out evaluation asks it too).
+SWE-bench's (`arborl.envs.code.swe_grading`) grades a patch in a fresh sandbox; BFCL's
+(`arborl.envs.bfcl.result_files`) also re-scores bfcl-eval's result files.
+
+Also here, because hooks and the evaluation loop both speak them: `EpisodeRecord` (what an
+attempt produced), `InfraError` (the sandbox layer failed: retried) and `EnvironmentBroken`
+(the task's environment failed, not the agent: never a score).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import gymnasium
+
+from arborl.tasks import Suite, Task, episode_score
+from arborl.tasks.common import load_entry_point
+
+
+class InfraError(RuntimeError):
+    """The sandbox layer failed (not the agent): the attempt is retried unless `permanent`."""
+
+    def __init__(self, message: str, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class EnvironmentBroken(RuntimeError):
+    """The task's environment, not the agent, failed (stored as `env_error`: unresolved,
+    retried on resume). `grade`: what grading found, kept in the instance's outputs."""
+
+    def __init__(self, message: str, grade: Grade | None = None) -> None:
+        super().__init__(message)
+        self.grade = grade
+
+
+#: `info["sandbox_fault"]` when the agent's actions made its sandbox fail; any other value, or
+#: none (envs from before the key, failures the env cannot attribute), is the infrastructure's.
+AGENT_FAULT = "agent"
+
+
+@dataclass(frozen=True)
+class SandboxFailure:
+    why: str
+    by_agent: bool
+
+
+@dataclass
+class EpisodeRecord:
+    """What one attempt produced: the chat, the step infos and rewards, its tokens."""
+
+    messages: list[dict[str, Any]]
+    infos: list[dict[str, Any]]
+    rewards: list[float]
+    terminated: bool = False
+    truncated: bool = False
+    error: str | None = None
+    prompt_tokens: int = 0
+    response_tokens: int = 0
+    tokens_exact: bool = False
+    trajectory: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: PNG bytes of the screenshot each observation carried, keyed by turn (0: after reset);
+    #: empty for text envs.
+    screenshots: dict[int, bytes] = field(default_factory=dict)
+
+    @property
+    def turns(self) -> int:
+        return sum(m.get("role") == "assistant" for m in self.messages)
+
+    def sandbox_failure(self) -> SandboxFailure | None:
+        """How the episode's sandbox failed mid-episode, if it did (the last step that says so)."""
+        for info in reversed(self.infos):
+            if info.get("sandbox_error"):
+                return SandboxFailure(str(info["sandbox_error"]), info.get("sandbox_fault") == AGENT_FAULT)
+        return None
+
+    def final(self, key: str) -> Any:
+        """The last value of `key` in the step infos (e.g. the verifier's, the model patch)."""
+        for info in reversed(self.infos):
+            if key in info:
+                return info[key]
+        return None
+
+
+@dataclass
+class Grade:
+    """A benchmark's verdict on one attempt."""
+
+    score: float
+    success: bool
+    label: str = ""
+    """The benchmark's own verdict word (SWE-bench: FULL / PARTIAL / NO); '' where it has none."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """Kept with the result (`details` in the store, the report's why)."""
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    """Per-instance output files (name → content), written next to the transcript."""
+
+
+@dataclass
+class GradeContext:
+    """What a hook may use: the run's sandbox pool and configuration, the agent kind."""
+
+    suite: Suite
+    pool: Any
+    config: Any
+    """The evaluation's configuration (`arborl.eval.EvalConfig`): a hook reads its own section."""
+    agent: str = "model"
+    """"gold", "empty" or "model": a gold policy that fails means the environment is broken."""
+
+
+class PredictionSource(Protocol):
+    """Stored outputs graded without an agent run: each task's "episode" is its stored output."""
+
+    def select(self, tasks: list[Task]) -> list[Task]: ...
+
+    async def run(self, env: gymnasium.Env, task: Task, sample: int, max_turns: int) -> EpisodeRecord: ...
+
+    async def close(self) -> None: ...
+
+    def report(self, console: Any, results: Sequence[Any], run_dir: Path) -> dict[str, Any] | None:
+        """The benchmark's own summary of the run (printed, and kept in summary.json), or None."""
+        ...
+
+
+class Benchmark:
+    """The env-graded default: an episode's score is its total reward, clipped to [0, 1]; its
+    success is the suite's. Subclass and override what a benchmark grades its own way."""
+
+    name = "env"
+    #: What this benchmark calls the `predictions=` outputs it can grade ('' : none).
+    predictions_kind = ""
+
+    async def prepare(self, tasks: list[Task], ctx: GradeContext) -> list[Task]:
+        """The tasks ready to run (e.g. on instance images); by default, as they are."""
+        return tasks
+
+    async def grade(self, env: gymnasium.Env, task: Task, record: EpisodeRecord, ctx: GradeContext) -> Grade:
+        """Grade one finished episode; raise `InfraError` or `EnvironmentBroken` for failures
+        that are not the agent's."""
+        total = float(sum(record.rewards))
+        return Grade(score=episode_score(total), success=ctx.suite.success(total))
+
+    def ungraded_label(self, task: Task) -> str:
+        """The verdict word of an attempt that ended without a grade (a failure, a timeout)."""
+        return ""
+
+    def success_rule(self, suite: Suite) -> str:
+        """What success means for this suite, in words (the report says it)."""
+        return suite.success_rule
+
+    def reader_options(self) -> dict[str, Any]:
+        """Keyword arguments this benchmark's env gives `arborl.tasks.user_suites.suite_from_path`
+        (the desktop: what it can run, so a task it cannot is refused as the suite loads)."""
+        return {}
+
+    def predictions(self, path: str, tasks: list[Task], ctx: GradeContext) -> PredictionSource:
+        """Stored outputs at `path` to grade instead of running an agent."""
+        raise ValueError(
+            f"predictions= grades stored outputs, which suite {ctx.suite.name!r} does not take: "
+            "SWE-bench suites take a predictions file, BFCL suites bfcl-eval result files"
+        )
+
+
+ENV_GRADED = Benchmark()
+_HOOKS: dict[str, Benchmark | str] = {}
+
+
+def register_benchmark(env_id: str, hook: Benchmark | str, *, force: bool = False) -> None:
+    """Say how `arborl eval` grades the suites that run on `env_id` (a `Benchmark`, or the
+    `"module:attribute"` that names one, imported when first used)."""
+    if env_id in _HOOKS and not force and _HOOKS[env_id] != hook:
+        raise ValueError(f"{env_id} already has a benchmark hook; pass force=True to replace it")
+    _HOOKS[env_id] = hook
+
+
+def benchmark_for(suite: Suite | str) -> Benchmark:
+    """The hook of the suite's env (its env id's), or the env-graded default."""
+    env_id = suite if isinstance(suite, str) else suite.env_id
+    hook = _HOOKS.get(env_id, ENV_GRADED)
+    if isinstance(hook, str):
+        loaded = load_entry_point(hook)
+        hook = loaded() if isinstance(loaded, type) else loaded
+        if not isinstance(hook, Benchmark):
+            raise TypeError(f"{_HOOKS[env_id]} is not a arborl.envs.benchmarks.Benchmark")
+        _HOOKS[env_id] = hook
+    return hook
+
+
+def registered_benchmarks() -> Mapping[str, Benchmark | str]:
+    return dict(_HOOKS)
+
+
+def reader_options() -> dict[str, Any]:
+    """What every registered benchmark gives the reader of a user's files (`suite=PATH`)."""
+    options: dict[str, Any] = {}
+    for env_id in list(_HOOKS):
+        options.update(benchmark_for(env_id).reader_options())
+    return options
+
+
+__all__ = [
+    "AGENT_FAULT",
+    "ENV_GRADED",
+    "Benchmark",
+    "EnvironmentBroken",
+    "EpisodeRecord",
+    "Grade",
+    "GradeContext",
+    "InfraError",
+    "PredictionSource",
+    "SandboxFailure",
+    "benchmark_for",
+    "reader_options",
+    "register_benchmark",
+    "registered_benchmarks",
+]
