@@ -24,7 +24,7 @@ import gymnasium
 from rich.console import Console
 
 import arborl.envs  # noqa: F401
-from arborl.envs.code.images import instance_image
+from arborl.envs.code.instance_images import instance_image
 from arborl.eval.config import EvalConfig
 from arborl.eval.runner import run_eval
 from arborl.sandboxes import DockerBackend

@@ -88,9 +88,9 @@ from bench_trainer import main_job_model, slug, t975
 
 from arborl.tasks.suites import get_suite, list_suites, load_builtin_suites, register_suite, resolve
 from arborl.trainer.local.config import TrainConfig
-from arborl.trainer.local.context import RunContext
 from arborl.trainer.local.metrics_log import read_metrics
 from arborl.trainer.local.reinforce import Reinforce
+from arborl.trainer.local.run_context import RunContext
 from arborl.trainer.local.trainer import Trainer
 
 HERE = Path(__file__).resolve().parent

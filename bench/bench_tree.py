@@ -31,7 +31,7 @@ import arborl.envs  # noqa: F401 - registers arborl/Code-v0
 from arborl.agents import Agent, AgentConfig
 from arborl.agents.engines import HFEngineConfig, SamplingParams, make_engine
 from arborl.agents.tiny import ensure_tiny_model
-from arborl.agents.tree import TreeConfig, TreeRollout
+from arborl.agents.tree_rollout import TreeConfig, TreeRollout
 from arborl.sandboxes import make_backend
 from arborl.tasks import CodeTask
 

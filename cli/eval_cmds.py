@@ -89,8 +89,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     if args.list:
         return _list_suites()
+    from arborl.eval.result_store import RunMismatch
     from arborl.eval.runner import run_eval
-    from arborl.eval.store import RunMismatch
     from arborl.sandboxes import PoolConfig
     from arborl.tasks import SuiteError
 
@@ -121,7 +121,7 @@ def _print_outcome(outcome: EvalOutcome, title: str) -> None:
     """The headline over every sample, what else was measured, the grades, and each patch
     that did not apply with its first failing hunk."""
     from arborl.eval.report import error_cell
-    from arborl.eval.store import read_results
+    from arborl.eval.result_store import read_results
     from arborl.eval.summary import grade_error
 
     s = outcome.summary
@@ -156,7 +156,7 @@ def cmd_eval_report(args: argparse.Namespace) -> int:
     except FileNotFoundError as e:
         console.print(f"[red]{e}[/red]")
         return 2
-    from arborl.eval.store import read_results
+    from arborl.eval.result_store import read_results
     from arborl.eval.summary import summarize
 
     for run in args.runs:  # each run's headline, as its own `arborl eval` printed it

@@ -31,9 +31,9 @@ def compose_train(overrides: list[str]) -> tuple[DictConfig, TrainConfig]:
 def cmd_train(args: argparse.Namespace) -> int:
     from arborl.envs.event_loop import configure
     from arborl.sandboxes import PoolConfig
-    from arborl.trainer.local.context import RunDirError
     from arborl.trainer.local.metrics_log import read_metrics
     from arborl.trainer.local.report import headline_lines, write_report
+    from arborl.trainer.local.run_context import RunDirError
     from arborl.trainer.local.trainer import Trainer
 
     cfg, train = compose_train(args.overrides)

@@ -43,7 +43,7 @@ BUILTIN_ENVS = {
 #: others' episodes are graded by the env (its reward) and the suite's success rule.
 BUILTIN_BENCHMARKS = {
     "arborl/Code-v0": "arborl.envs.code.swe_grading:SWEBench",
-    "arborl/BFCL-v0": "arborl.envs.bfcl.rescoring:BfclBenchmark",
+    "arborl/BFCL-v0": "arborl.envs.bfcl.eval_hook:BfclBenchmark",
     "arborl/Desktop-v0": "arborl.envs.desktop.support:OSWorldBenchmark",
 }
 

@@ -20,8 +20,8 @@ The command line is `arborl eval` / `arborl eval-report` (docs/eval.md).
 
 from .config import EvalConfig
 from .report import write_report
+from .result_store import InstanceResult, ResultStore, read_results
 from .runner import EvalOutcome, run_eval
-from .store import InstanceResult, ResultStore, read_results
 from .summary import pass_at_k, summarize
 
 __all__ = [

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .store import FINAL, InstanceResult, read_results
+from .result_store import FINAL, InstanceResult, read_results
 from .summary import UNRESOLVED_KINDS, count_phrase, grade_error, summarize
 
 MAX_INSTANCE_ROWS = 300

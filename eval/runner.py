@@ -57,8 +57,8 @@ from arborl.tasks.user_suites import looks_like_path, suite_from_path
 from .config import EvalConfig
 from .drivers import Driver, make_driver
 from .outputs import instance_dir, write_outputs
+from .result_store import InstanceResult, ResultStore
 from .screens import RecordScreens
-from .store import InstanceResult, ResultStore
 from .summary import count_phrase, summarize, unresolved_kind
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .store import FINAL, InstanceResult
+from .result_store import FINAL, InstanceResult
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

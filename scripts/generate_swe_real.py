@@ -3,7 +3,7 @@
     python scripts/generate_swe_real.py --mirrors DIR [--per-repo 4] [--image arborl/base:latest]
 
 The cutting is `arborl.tasks.swebench.real.generate` (its doc says how); this script gives it
-the Docker layer builder of the code env (`arborl.envs.code.images`) for the environment
+the Docker layer builder of the code env (`arborl.envs.code.instance_images`) for the environment
 images, which `tasks/` may not import. Needs Docker and the host's `pip`.
 """
 
@@ -13,7 +13,7 @@ import sys
 
 import docker
 
-from arborl.envs.code.images import docker_builder
+from arborl.envs.code.instance_images import docker_builder
 from arborl.tasks.swebench.real.generate import main
 
 if __name__ == "__main__":

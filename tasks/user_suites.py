@@ -14,7 +14,7 @@ What PATH may be:
   `arborl.tasks.swebench.repos`); its environment is the first of `environments` (a JSON list
   of `SWEEnvironment`), the registry (`arborl.tasks.swebench.environments`), the pytest default, with
   the repository's package dirs on the path unless it sets `python_path`
-  (`arborl.tasks.swebench.layout`). Gold policy: apply the instance's `patch`; empty: submit
+  (`arborl.tasks.swebench.package_layout`). Gold policy: apply the instance's `patch`; empty: submit
   at once.
 - OSWorld tasks: a task `.json` file (an object with `instruction` and `evaluator`), or a
   directory of them (searched recursively). A `gold.json` beside them (task id → scripted

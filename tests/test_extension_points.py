@@ -141,8 +141,8 @@ def test_the_registered_engine_is_built_by_make_engine_and_validated_by_its_mode
 
 def test_the_trainer_builds_its_engine_through_the_registry(registered, tiny_model, tmp_path):
     from arborl.trainer.local.config import TrainConfig
-    from arborl.trainer.local.context import RunContext
     from arborl.trainer.local.progress import Progress
+    from arborl.trainer.local.run_context import RunContext
 
     cfg = TrainConfig.model_validate(
         {

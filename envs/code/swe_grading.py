@@ -34,7 +34,7 @@ from ..benchmarks import (
     InfraError,
     PredictionSource,
 )
-from .images import with_instance_images
+from .instance_images import with_instance_images
 from .verifier import run_verifier
 
 #: How much harness output comes back from the sandbox (per stream, head and tail kept beyond it):

@@ -29,7 +29,7 @@ from arborl.tasks import VERIFIER_DIR, CodeTask
 from arborl.tasks.swebench import parse_log
 from arborl.tasks.swebench.harness import GIT_INERT_ARGS, GIT_INERT_ENV
 
-from .screen import infrastructure_changes, sectioned_files
+from .patch_screen import infrastructure_changes, sectioned_files
 
 MAX_PATCH_BYTES = 8 * 1024 * 1024
 #: No system or global git configuration, and none of the commands the repository's own

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..outputs import instance_dir, read_output
-from ..store import InstanceResult, read_results
+from ..result_store import InstanceResult, read_results
 from .model import EpisodeView, Message, PageData, ToolCall, TurnView, clip
 
 #: Env info keys left out of a turn's info: large and the same every turn (the tool list).

@@ -9,7 +9,7 @@ grade read from its log.
 `grading.py` the grade (`SWEGrade`), `policies.py` the gold and empty policies, `mini/` and
 `real/` the swe-mini and swe-real suites (`suites.py` registers them), `user.py` a user's
 instances as a suite. Imports nothing else of arborl: what needs a sandbox is the code env's
-(`arborl.envs.code.swe_grading`, `arborl.envs.code.images`), and image builds take the layer
+(`arborl.envs.code.swe_grading`, `arborl.envs.code.instance_images`), and image builds take the layer
 builder as an argument.
 """
 
@@ -19,9 +19,9 @@ from .environments import register_environment
 from .harness import files_in_patch, grade, parse_pytest_log
 from .image_recipes import Layer, LayerBuilder, build_instance_image, environment_layer, instance_layer
 from .instance import DEFAULT_ENVIRONMENT, SWEEnvironment, SWEInstance, environment_for
-from .layout import package_dirs, with_layout
 from .loaders import InstanceLoadError, load_environments, load_instances
 from .log_parsers import PARSERS, parse_log
+from .package_layout import package_dirs, with_layout
 
 __all__ = [
     "DEFAULT_ENVIRONMENT",

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..task_types import BASE_IMAGE, VERIFIER_DIR, CodeTask
 from .instance import DEFAULT_ENVIRONMENT, ENV_ROOT, SWEEnvironment, SWEInstance
-from .layout import with_layout
+from .package_layout import with_layout
 from .repos import RepoFiles
 from .wheels import UNPACK_WHEELS
 

@@ -8,7 +8,7 @@
 
 A recipe is Dockerfile lines plus a build context. `build_instance_image` takes the function
 that builds a layer (`build(parent_tag, layer) -> tag`), so this module stays free of Docker
-and of the sandbox layer (`arborl.envs.code.images` passes `arborl.sandboxes.images.build_layer`,
+and of the sandbox layer (`arborl.envs.code.instance_images` passes `arborl.sandboxes.images.build_layer`,
 which builds with no network and tags by content hash, so equal layers are built once).
 """
 

@@ -11,7 +11,7 @@ from countdown import Countdown
 from arborl.agents.credit import compute_advantages
 from arborl.agents.engines import HFEngineConfig, make_engine
 from arborl.agents.trajectory import Turn
-from arborl.agents.tree import TreeConfig, TreeRollout, _suffix
+from arborl.agents.tree_rollout import TreeConfig, TreeRollout, _suffix
 from arborl.trainer.dataproto import trajectories_to_dataproto
 
 
@@ -123,7 +123,7 @@ async def test_the_rollout_manager_reuses_branch_envs_and_closes_them(engine, to
     no more envs than one tree runs at once, and `close()` closes every one."""
     from arborl.trainer.local.buffer import GroupBuffer
     from arborl.trainer.local.rollout import RolloutManager
-    from arborl.trainer.local.store import TrajectoryStore
+    from arborl.trainer.local.trajectory_store import TrajectoryStore
 
     made, closed = [], []
 
@@ -181,7 +181,7 @@ async def test_the_engine_reports_each_tokens_sampling_entropy(tiny_model, tok):
 
 def test_token_forks_go_where_the_entropy_is_highest():
     from arborl.agents import Turn
-    from arborl.agents.tree import uncertain_token
+    from arborl.agents.tree_rollout import uncertain_token
 
     # token 1: a flat distribution but a likely sample; token 2: an unlikely sample from a peaked one
     turn = Turn([5, 6, 7, 8], [-0.1, -0.2, -4.0, -0.1], response_entropies=[3.0, 2.5, 0.3, 0.1])
@@ -201,7 +201,7 @@ def test_a_budget_across_prompts_goes_to_the_prompt_with_mixed_outcomes():
 
     from arborl.agents import Turn
     from arborl.agents.trajectory import TrajectoryTree
-    from arborl.agents.tree import _Growing
+    from arborl.agents.tree_rollout import _Growing
 
     def grown(outcomes):
         tree = TrajectoryTree(prompt_ids=[1])
@@ -233,7 +233,7 @@ def test_a_round_picks_one_point_per_node():
 
     from arborl.agents import Turn
     from arborl.agents.trajectory import TrajectoryTree
-    from arborl.agents.tree import _Growing
+    from arborl.agents.tree_rollout import _Growing
 
     tree = TrajectoryTree(prompt_ids=[1])
     first = tree.add(Turn([5, 6, 7], [-0.1, -0.1, -0.1], response_entropies=[0.1, 3.0, 0.1]))

@@ -10,7 +10,7 @@ import pytest
 
 from arborl.agents import Turn
 from arborl.agents.trajectory import TrajectoryTree
-from arborl.agents.tree import TreeConfig, TreeRollout, _Growing
+from arborl.agents.tree_rollout import TreeConfig, TreeRollout, _Growing
 
 
 def grow(paths: list[tuple[list[str], float]]) -> tuple[_Growing, dict[str, int]]:

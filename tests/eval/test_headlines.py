@@ -18,8 +18,8 @@ from rich.console import Console
 from arborl.envs import register_env
 from arborl.envs.base import Step, TextEnv
 from arborl.eval.config import EvalConfig
+from arborl.eval.result_store import read_results
 from arborl.eval.runner import run_eval
-from arborl.eval.store import read_results
 from arborl.sandboxes import SandboxCrashed
 from arborl.tasks import Suite, get_suite, register_suite
 from arborl.tasks.swebench import mini as swe_mini

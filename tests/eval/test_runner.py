@@ -14,8 +14,8 @@ from rich.console import Console
 
 import arborl.envs  # noqa: F401
 from arborl.eval.config import EvalConfig
+from arborl.eval.result_store import read_results
 from arborl.eval.runner import run_eval
-from arborl.eval.store import read_results
 from arborl.sandboxes.owner import OWNER_PID
 from arborl.tasks import Suite, get_suite, register_suite
 from arborl.tasks.toy import tool_mini as tm

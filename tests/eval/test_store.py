@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from arborl.eval.store import InstanceResult, ResultStore, RunMismatch, read_results
+from arborl.eval.result_store import InstanceResult, ResultStore, RunMismatch, read_results
 
 
 def test_results_are_kept_per_instance_and_sample_and_infra_errors_are_retried(tmp_path):

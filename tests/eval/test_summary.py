@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from arborl.eval.store import InstanceResult
+from arborl.eval.result_store import InstanceResult
 from arborl.eval.summary import mean_pass_at_k, pass_at_k, summarize
 
 
@@ -120,7 +120,7 @@ def test_results_stored_before_the_change_still_load_and_count(tmp_path):
     its finished rows are kept on resume, and its errors now count as unresolved."""
     import sqlite3
 
-    from arborl.eval.store import ResultStore
+    from arborl.eval.result_store import ResultStore
 
     db = sqlite3.connect(tmp_path / "results.sqlite")
     db.executescript(

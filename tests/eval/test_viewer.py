@@ -26,7 +26,7 @@ from arborl.eval.viewer import NotViewable, load_dir, serve_page, write_page
 from arborl.tasks import Suite, get_suite, register_suite
 from arborl.tasks.toy import tool_mini as tm
 from arborl.trainer.local.checkpoint import Checkpointer, RunState
-from arborl.trainer.local.store import TrajectoryStore
+from arborl.trainer.local.trajectory_store import TrajectoryStore
 
 XSS = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 LAUNCH_ARGS = [

@@ -22,10 +22,10 @@ from arborl.envs.base import Step, TextEnv
 from arborl.envs.state_hash import record_failure
 from arborl.tasks.stream import task_stream
 from arborl.trainer.local.checkpoint import Checkpointer
-from arborl.trainer.local.context import RunDirError
 from arborl.trainer.local.metrics_log import read_metrics
 from arborl.trainer.local.report import write_report
 from arborl.trainer.local.rollout import RolloutError
+from arborl.trainer.local.run_context import RunDirError
 from arborl.trainer.local.trainer import Trainer
 from arborl.trainer.local.warm_start import demo_tasks
 

@@ -14,7 +14,7 @@ import torch
 from arborl_require import unavailable
 
 from arborl.trainer.local.config import TrainConfig
-from arborl.trainer.local.context import resolve_device
+from arborl.trainer.local.run_context import resolve_device
 from arborl.trainer.local.trainer import Trainer
 
 

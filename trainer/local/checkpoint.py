@@ -9,7 +9,7 @@
 A checkpoint is written to a temporary directory and renamed into place, then `latest` is
 replaced atomically; a crash at any point leaves the previous checkpoint intact. The
 trajectories themselves are not copied: they are in the run's store already
-(`arborl.trainer.local.store`), and the state lists which groups were trained on.
+(`arborl.trainer.local.trajectory_store`), and the state lists which groups were trained on.
 """
 
 from __future__ import annotations

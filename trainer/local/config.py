@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from arborl.agents.context import ContextMode, check_budget
 from arborl.agents.engines.registry import engine_entry
 from arborl.agents.tiny import TinyModelConfig
-from arborl.agents.tree import TreeConfig
+from arborl.agents.tree_rollout import TreeConfig
 
 from .guards import EntropyGuardConfig
 from .learner import LearnerConfig

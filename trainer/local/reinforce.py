@@ -33,11 +33,11 @@ from arborl.envs.state_hash import state_hash_failures
 
 from .budget import Pacer
 from .buffer import Group, TakeStats
-from .context import RunContext
 from .guards import EntropyGuard
 from .metrics_log import read_metrics
 from .progress import PhaseBar
 from .rollout import RolloutManager, dispatch_limit, max_in_flight
+from .run_context import RunContext
 from .segments import credited_batch
 
 

@@ -52,11 +52,11 @@ import gymnasium
 from arborl.agents import Agent, Trajectory
 from arborl.agents.harnesses.runner import MiniSweAgentRunner
 from arborl.agents.trajectory import episodes_of
-from arborl.agents.tree import TreeConfig, TreeRollout
+from arborl.agents.tree_rollout import TreeConfig, TreeRollout
 
 from .buffer import Group, GroupBuffer
 from .config import AsyncConfig
-from .store import TrajectoryStore
+from .trajectory_store import TrajectoryStore
 
 log = logging.getLogger(__name__)
 INFRA_FAILURES = ("engine_error", "env_error", "sandbox_infra")
@@ -115,7 +115,7 @@ class RolloutManager:
         tree: TreeConfig | None = None,
         max_failed_groups: int = 8,
     ) -> None:
-        """With `tree`, a group is one rollout tree's leaves (`arborl.agents.tree`) instead of
+        """With `tree`, a group is one rollout tree's leaves (`arborl.agents.tree_rollout`) instead of
         `group_size` independent episodes."""
         self.agent, self.env_factory, self.task_at = agent, env_factory, task_at
         self.buffer, self.store = buffer, store

@@ -21,9 +21,9 @@ import json
 from typing import Any
 
 from .config import TrainConfig
-from .context import RunContext
 from .progress import Progress
 from .reinforce import Reinforce
+from .run_context import RunContext
 from .warm_start import WarmStart
 
 

@@ -24,9 +24,9 @@ from arborl.trainer.dataproto import trajectories_to_dataproto
 from . import budget
 from .budget import Pacer
 from .config import TrainConfig
-from .context import RunContext
 from .learner import Learner, LearnerConfig
 from .progress import PhaseBar
+from .run_context import RunContext
 
 log = logging.getLogger(__name__)
 

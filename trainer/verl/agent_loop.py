@@ -43,7 +43,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 import arborl.envs  # noqa: F401 - registers the arborl/* env ids
 from arborl.agents import Agent, AgentConfig, Trajectory
 from arborl.agents.engines import EngineError, Generation, InferenceEngine, SamplingParams
-from arborl.agents.tree import TreeConfig, TreeRollout
+from arborl.agents.tree_rollout import TreeConfig, TreeRollout
 from arborl.envs.event_loop import configure
 from arborl.trainer.verl.config import ArborlSection
 

@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict, Field
 
-from arborl.agents.tree import TreeConfig
+from arborl.agents.tree_rollout import TreeConfig
 from arborl.sandboxes import PoolConfig
 
 
@@ -35,7 +35,7 @@ class ArborlSection(BaseModel):
     tree: TreeConfig | None = Field(
         None,
         description="the rollout.n samples of a prompt are the leaves of one rollout tree "
-        "(arborl.agents.tree; `leaves` is set to rollout.n), e.g. {roots: 2, branches: 2, branch_at: both}",
+        "(arborl.agents.tree_rollout; `leaves` is set to rollout.n), e.g. {roots: 2, branches: 2, branch_at: both}",
     )
     credit_log: str | None = Field(
         None, description="a JSONL file: per step, each group's scores and advantage range"

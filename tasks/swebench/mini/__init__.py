@@ -6,7 +6,7 @@
 
 `load_tasks()` gives the portable form (the files at base_commit on the base image, the
 environment installed by setup); `arborl eval` swaps in instance images on Docker
-(`arborl.envs.code.images`). Its gold and empty policies are SWE-bench's (`..policies`).
+(`arborl.envs.code.instance_images`). Its gold and empty policies are SWE-bench's (`..policies`).
 """
 
 from __future__ import annotations

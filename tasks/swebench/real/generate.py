@@ -15,7 +15,7 @@ fix used).
 
 Needs Docker and the host's `pip` (wheels), like `arborl eval`; it is not run by the tests.
 The environment images are built by the layer builder the caller passes (`main(argv, build)`;
-the script passes the code env's Docker builder, `arborl.envs.code.images.docker_builder`).
+the script passes the code env's Docker builder, `arborl.envs.code.instance_images.docker_builder`).
 """
 
 from __future__ import annotations

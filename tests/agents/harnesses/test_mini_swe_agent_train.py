@@ -9,7 +9,7 @@ import pytest
 from train_cli import train_steps
 from transformers import AutoTokenizer
 
-from arborl.trainer.local.store import TrajectoryStore
+from arborl.trainer.local.trajectory_store import TrajectoryStore
 
 
 @pytest.mark.slow

@@ -46,7 +46,7 @@ def swe_tasks():
 def swe_image_tasks(docker_backend, swe_tasks, workers_lock):
     """The same tasks on their instance images (built once, by one xdist worker while the
     other waits; cached by content hash after)."""
-    from arborl.envs.code.images import instance_image
+    from arborl.envs.code.instance_images import instance_image
 
     out = {}
     with workers_lock("swe-mini-instance-images"):

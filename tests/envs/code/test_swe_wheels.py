@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from arborl.envs.code.images import docker_builder
+from arborl.envs.code.instance_images import docker_builder
 from arborl.sandboxes import DEFAULT_IMAGE
 from arborl.tasks.swebench import SWEEnvironment, SWEInstance, environment_layer, to_code_task
 from arborl.tasks.swebench.wheels import WheelFetchError, fetch_wheels

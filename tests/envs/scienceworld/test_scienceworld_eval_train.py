@@ -123,7 +123,7 @@ def test_gold_scores_a_sample_of_the_train_split_except_the_packages_incomplete_
 
 
 def check_train_sample(tasks: list[str], run_dir) -> None:
-    from arborl.eval.store import read_results
+    from arborl.eval.result_store import read_results
 
     _, results = read_results(run_dir)
     assert sorted(r.instance_id for r in results) == sorted(tasks)

@@ -14,8 +14,8 @@ from bfcl_result_writer import official_scores, write_result_file
 from rich.console import Console
 
 from arborl.eval.config import EvalConfig
+from arborl.eval.result_store import read_results
 from arborl.eval.runner import run_eval
-from arborl.eval.store import read_results
 from arborl.tasks.bfcl.suites import suite_name
 
 #: (category, the form replies are stored in, names mangled, the first N entries or all).

@@ -37,7 +37,7 @@ from .learner import Learner
 from .metrics_log import MetricsLogger, read_metrics, success_metrics
 from .progress import PhaseBar, Progress
 from .rollout import max_staleness
-from .store import TrajectoryStore
+from .trajectory_store import TrajectoryStore
 
 log = logging.getLogger(__name__)
 
