@@ -192,3 +192,15 @@ def compose_clearly(compose: Callable[[list[str]], DictConfig], overrides: list[
     if not known:  # a free-form mapping (e.g. env_kwargs: {}) takes new keys with a +
         raise ConfigError(f"unknown key {key!r}: {where} has none yet; add one with +{key}=...") from None
     raise ConfigError(f"unknown key {key!r}; the keys of {where} are: {', '.join(known)}") from None
+
+
+def config_cells(entry: Any) -> tuple[str, str]:
+    """A registry entry's config model as `arborl engines` / `arborl sandbox backends` list it:
+    ("module:Class", its keys). A plug-in whose config cannot load says why instead, so the
+    other entries are still listed."""
+    try:
+        config = entry.config_class()
+    except Exception as e:
+        return str(entry.config), f"[red]cannot load: {type(e).__name__}: {e}[/red]"
+    keys = ", ".join(k for k in config.model_fields if k != "type")
+    return f"{config.__module__}:{config.__qualname__}", keys

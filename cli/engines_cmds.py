@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from .config import config_cells
+
 console = Console(soft_wrap=True)
 
 
@@ -17,12 +19,7 @@ def cmd_engines(args: argparse.Namespace) -> int:
     table = Table("engine", "class", "config", "config keys", title="registered engines")
     for kind in sorted(ENGINES):
         entry = ENGINES[kind]
-        try:
-            config = entry.config_class()
-            keys = ", ".join(k for k in config.model_fields if k != "type")
-            name = f"{config.__module__}:{config.__qualname__}"
-        except Exception as e:  # a plug-in that cannot load says why, the others are still listed
-            keys, name = f"[red]cannot load: {type(e).__name__}: {e}[/red]", str(entry.config)
+        name, keys = config_cells(entry)
         engine = (
             entry.engine
             if isinstance(entry.engine, str)

@@ -14,7 +14,7 @@ from arborl.sandboxes import SandboxBackend, SandboxUnavailable, backend_names, 
 from arborl.sandboxes.factory import BACKENDS
 from arborl.sandboxes.images import BaseImageRecipe, build_base_image
 
-from .config import load_config, section
+from .config import config_cells, load_config, section
 
 console = Console()
 
@@ -69,12 +69,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
     """The registered backends: `sandbox=<name>` picks one."""
     table = Table("sandbox=", "kind", "config", "config keys", title="registered sandbox backends")
     for name, entry in BACKENDS.items():
-        try:
-            config = entry.config_class()
-            keys = ", ".join(k for k in config.model_fields if k != "type")
-            where = f"{config.__module__}:{config.__qualname__}"
-        except Exception as e:  # a plug-in that cannot load says why, the others are still listed
-            keys, where = f"[red]cannot load: {type(e).__name__}: {e}[/red]", str(entry.config)
+        where, keys = config_cells(entry)
         table.add_row(name, entry.kind, where, keys)
     console.print(table)
     return 0
