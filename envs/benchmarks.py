@@ -21,7 +21,7 @@ attempt produced), `InfraError` (the sandbox layer failed: retried) and `Environ
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -143,8 +143,6 @@ class Benchmark:
     success is the suite's. Subclass and override what a benchmark grades its own way."""
 
     name = "env"
-    #: What this benchmark calls the `predictions=` outputs it can grade ('' : none).
-    predictions_kind = ""
 
     async def prepare(self, tasks: list[Task], ctx: GradeContext) -> list[Task]:
         """The tasks ready to run (e.g. on instance images); by default, as they are."""
@@ -202,10 +200,6 @@ def benchmark_for(suite: Suite | str) -> Benchmark:
     return hook
 
 
-def registered_benchmarks() -> Mapping[str, Benchmark | str]:
-    return dict(_HOOKS)
-
-
 def reader_options() -> dict[str, Any]:
     """What every registered benchmark gives the reader of a user's files (`suite=PATH`)."""
     options: dict[str, Any] = {}
@@ -228,5 +222,4 @@ __all__ = [
     "benchmark_for",
     "reader_options",
     "register_benchmark",
-    "registered_benchmarks",
 ]

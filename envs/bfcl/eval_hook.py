@@ -43,7 +43,6 @@ class BfclBenchmark(Benchmark):
     bfcl-eval's result files (`eval.bfcl` section: how they are decoded)."""
 
     name = "bfcl"
-    predictions_kind = "bfcl-eval result files"
 
     def predictions(self, path: str, tasks: list[Task], ctx: GradeContext) -> PredictionSource:
         return BfclResults(path, tasks, ctx.suite.name, ctx.config.bfcl)

@@ -81,7 +81,6 @@ class SWEBench(Benchmark):
     agent. Code tasks not made from a SWE-bench instance are graded by their env."""
 
     name = "swe-bench"
-    predictions_kind = "a SWE-bench predictions file"
 
     async def prepare(self, tasks: list[Task], ctx: GradeContext) -> list[Task]:
         if ctx.config.swe.images != "auto" or not any(swe_parts(t) for t in tasks):
@@ -93,7 +92,8 @@ class SWEBench(Benchmark):
         return await images_on_each_node(ctx.pool, tasks, ctx.config.swe.repos_dir)
 
     async def grade(self, env: gymnasium.Env, task: Task, record: EpisodeRecord, ctx: GradeContext) -> Grade:
-        if swe_parts(task) is None:
+        parts = swe_parts(task)
+        if parts is None:
             return await super().grade(env, task, record, ctx)
         grade = await self._grade(env, cast(CodeTask, task), record, ctx)
         out = swe_grade(grade, record.final("model_patch"))
@@ -103,8 +103,7 @@ class SWEBench(Benchmark):
             why = grade.error or f"{grade.status}; failing: " + ", ".join(
                 (grade.FAIL_TO_PASS["failure"] + grade.PASS_TO_PASS["failure"])[:5]
             )
-            inst, environment = swe_parts(task) or (None, None)
-            hint = environment_hint(grade.log, grade.error, inst, environment) if inst else None
+            hint = environment_hint(grade.log, grade.error, *parts)
             raise EnvironmentBroken(
                 f"the gold patch does not resolve this instance ({why})"
                 + (f"; likely cause: {hint}" if hint else ""),
@@ -135,11 +134,8 @@ class SWEBench(Benchmark):
         return "resolved (SWE-bench's FULL: every FAIL_TO_PASS and PASS_TO_PASS test passes)"
 
     def predictions(self, path: str, tasks: list[Task], ctx: GradeContext) -> PredictionSource:
-        if not all(swe_parts(t) for t in tasks):
-            raise ValueError(
-                "predictions= grades SWE-bench suites (a predictions file) and BFCL suites "
-                f"(bfcl-eval result files); {ctx.suite.name!r} is neither"
-            )
+        if not all(swe_parts(t) for t in tasks):  # a code suite not made from SWE-bench instances
+            return super().predictions(path, tasks, ctx)
         return Predictions(path)
 
 
