@@ -28,7 +28,7 @@ import threading
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar, cast
 
-from arborl.sandboxes import PoolConfig, SandboxBackend, SandboxPool, make_backend
+from arborl.sandboxes import PoolConfig, SandboxBackend, SandboxPool, backend_names, make_backend, make_pool
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,8 +77,8 @@ class EnvLoop:
 
     def pool_for(self, backend: SandboxBackend | None = None) -> SandboxPool:
         """The loop's pool over `backend` (default: the auto backend), made on first use."""
-        if backend is None and _DEFAULTS["backend"].get("type") == "ray":
-            return self._ray_pool()
+        if backend is None and _DEFAULTS["backend"].get("type") in backend_names("cluster"):
+            return self._cluster_pool()
         backend = backend or self.default_backend()
         with self._lock:
             entry = self._pools.get(id(backend))
@@ -87,15 +87,14 @@ class EnvLoop:
                 self._pools[id(backend)] = entry
             return entry[1]
 
-    def _ray_pool(self) -> SandboxPool:
-        """The pool over a Ray cluster's sandbox nodes; it has `SandboxPool`'s API."""
-        from arborl.sandboxes.ray_pool import RayPoolConfig, RaySandboxPool
-
+    def _cluster_pool(self) -> SandboxPool:
+        """The pool a cluster backend (``ray``) builds over its hosts, with `SandboxPool`'s API;
+        the backend registry builds it, so this layer names no backend."""
         with self._lock:
             entry = self._pools.get(0)
             if entry is None:
-                cfg = {"pool": _DEFAULTS["pool"].model_dump(), **_DEFAULTS["backend"]}
-                entry = (cast(SandboxBackend, None), cast(SandboxPool, RaySandboxPool(RayPoolConfig(**cfg))))
+                pool = make_pool(_DEFAULTS["backend"], _DEFAULTS["pool"].model_copy())
+                entry = (cast(SandboxBackend, None), pool)
                 self._pools[0] = entry
             return entry[1]
 
