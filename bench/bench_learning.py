@@ -601,6 +601,13 @@ def main() -> None:
         help='JSON keyword options of tree + tree\'s estimator (e.g. {"reweight": "sqrt"})',
     )
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument(
+        "--only-seeds",
+        default=None,
+        help="run just these of the --seeds (comma-separated, e.g. 2,4,6), so that two processes "
+        "share a benchmark's seeds; the others are left to the other process, and --report "
+        "builds the whole table from the records",
+    )
     ap.add_argument("--steps", type=int, default=60, help="GRPO's steps; the others match its tokens")
     ap.add_argument("--max-steps-factor", type=float, default=3.0, help="cap: this x --steps")
     ap.add_argument(
@@ -733,7 +740,14 @@ def main() -> None:
     runs: dict[str, list[list[dict[str, Any]]]] = {m: [] for m in modes}
     after: dict[str, list[float]] = {m: [] for m in modes}
     stats: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
+    only = None if args.only_seeds is None else {int(s) for s in args.only_seeds.split(",")}
+    if only is not None and not only <= set(range(args.seeds)):
+        raise SystemExit(
+            f"--only-seeds {args.only_seeds}: each must be one of the {args.seeds} seeds 0..{args.seeds - 1}"
+        )
     for seed in range(args.seeds):
+        if only is not None and seed not in only:
+            continue
         budget: float | None = None
         for name in modes:  # interleaved: a drift of the machine hits every mode alike
             run_dir = args.out / f"{slug(name)}-{seed}"
