@@ -228,6 +228,57 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
+class BodyLimit:
+    """Refuses a request body over `limit` bytes (413): one whose Content-Length says so before
+    a byte is read, one sent in chunks as soon as what arrived passes the limit. The body is
+    read here (as FastAPI would read it anyway) and handed on whole, because an error raised
+    from inside FastAPI's own body reading would come out as its 400.
+
+    A plain ASGI middleware: starlette's `BaseHTTPMiddleware` (``@app.middleware``) wraps every
+    request in a task group and a body stream, the largest share of the gateway's own time per
+    call under concurrent episodes (bench/bench_gateway.py)."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        size = dict(scope["headers"]).get(b"content-length")
+        if size is not None and (not size.isdigit() or int(size) > self.limit):
+            await self._refuse(scope, receive, send)
+            return
+        chunks, received = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left before its body was read
+                return
+            chunks.append(message.get("body", b""))
+            received += len(chunks[-1])
+            if received > self.limit:
+                await self._refuse(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        whole: dict[str, Any] | None = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        async def replay() -> Any:
+            nonlocal whole
+            if whole is not None:
+                message, whole = whole, None
+                return message
+            return await receive()  # later reads: a disconnect while the reply is made
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Any, receive: Any, send: Any) -> None:
+        message = f"the request body is larger than this gateway takes ({self.limit} bytes)"
+        await JSONResponse(error_body(message, code="request_too_large"), status_code=413)(
+            scope, receive, send
+        )
+
+
 def make_app(gw: Gateway) -> FastAPI:
     """The FastAPI app of `gw` (serve it with uvicorn: `serve.serve`)."""
     app = FastAPI(title="arborl gateway", docs_url=None, redoc_url=None, openapi_url=None)
@@ -235,15 +286,7 @@ def make_app(gw: Gateway) -> FastAPI:
     if gw.config.admin_token:
         app.include_router(admin_routes(gw, gw.config.admin_token))
 
-    limit = gw.config.max_request_bytes
-
-    @app.middleware("http")
-    async def _body_limit(request: Request, call_next: Any) -> Any:
-        size = request.headers.get("content-length", "0")
-        if not size.isdigit() or int(size) > limit:
-            message = f"the request body is larger than this gateway takes ({limit} bytes)"
-            return JSONResponse(error_body(message, code="request_too_large"), status_code=413)
-        return await call_next(request)
+    app.add_middleware(BodyLimit, limit=gw.config.max_request_bytes)
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(_: Request, exc: GatewayError) -> JSONResponse:

@@ -84,6 +84,8 @@ class Gateway:
         self.config = config or GatewayConfig()
         self.parser = get_parser(self.config.tool_parser)
         self.store = EpisodeStore()
+        # len(tokenizer) rebuilds the vocabulary with its added tokens on every call
+        self.vocab_size = len(tokenizer)
 
     # ---- episodes (the trainer's side) ---------------------------------------------------
     def open_episode(self, episode_id: str | None = None, *, task_id: str = "", group_id: str = "") -> str:
@@ -127,8 +129,8 @@ class Gateway:
 
     async def _generate(self, episode_id: str, prompt: list[int], sampling: SamplingParams) -> Result:
         self._check_length(prompt, sampling)
-        vocab = len(self.tokenizer)
-        if any(t < 0 or t >= vocab for t in prompt):
+        vocab = self.vocab_size
+        if prompt and (min(prompt) < 0 or max(prompt) >= vocab):
             raise BadRequest(f"the prompt has token ids outside [0, {vocab})", param="prompt")
         try:
             (gen,) = await self.engine.generate([prompt], sampling)

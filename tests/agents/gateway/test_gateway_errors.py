@@ -5,6 +5,7 @@ gateway in front of the tiny model."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 
 import httpx
@@ -64,6 +65,26 @@ def test_an_oversized_body_is_refused_before_it_is_read(engine, tok):
         with pytest.raises(openai.APIStatusError, match="larger than this gateway takes") as err:
             client(url, eid).chat.completions.create(model="tiny", messages=big)
         assert err.value.status_code == 413 and gw.trajectories(eid) == []
+
+
+def test_a_chunked_body_without_a_length_is_cut_off_at_the_limit(engine, tok):
+    """A body sent in chunks declares no Content-Length: the limit counts what arrives."""
+    JSON = {"content-type": "application/json"}
+    with gateway_at(engine, tok, max_request_bytes=4096) as (gw, url):
+        eid = gw.open_episode()
+        body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "x" * 10_000}]}).encode()
+
+        def chunks():
+            for i in range(0, len(body), 1000):
+                yield body[i : i + 1000]
+
+        raw = httpx.post(f"{url}/e/{eid}/v1/chat/completions", content=chunks(), headers=JSON, timeout=30)
+        assert "content-length" not in raw.request.headers
+        assert raw.status_code == 413 and "larger than this gateway takes" in raw.json()["error"]["message"]
+        small = json.dumps({"model": "tiny", "messages": HELLO, "max_tokens": 4}).encode()
+        ok = httpx.post(f"{url}/e/{eid}/v1/chat/completions", content=iter([small]), headers=JSON, timeout=30)
+        assert ok.status_code == 200, ok.text
+        assert len(gw.trajectories(eid)[0].turns) == 1  # only the small one reached the engine
 
 
 def test_unknown_missing_and_ended_episodes_are_refused(engine, tok):
