@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 console = Console(soft_wrap=True)  # long lines stay whole in logs and pipes
 #: Sections of the root config that are not the eval's own (where sandboxes run, the demo).
 _SHARED = SHARED_SECTIONS
-MAX_HUNKS_SHOWN, HUNK_LINES_SHOWN = 5, 8
+MAX_WHYS_SHOWN, WHY_LINES_SHOWN = 5, 8
 
 
 def _list_suites() -> int:
@@ -118,11 +118,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _print_outcome(outcome: EvalOutcome, title: str) -> None:
-    """The headline over every sample, what else was measured, the grades, and each patch
-    that did not apply with its first failing hunk."""
+    """The headline over every sample, what else was measured, the verdicts, and each sample
+    that is unresolved in one of the benchmark's own kinds, with its grade's why."""
     from arborl.eval.report import error_cell
     from arborl.eval.result_store import read_results
-    from arborl.eval.summary import grade_error
+    from arborl.eval.summary import UNRESOLVED_KINDS, benchmark_kind
 
     s = outcome.summary
     pk = ", ".join(f"pass@{k} {v:.1%}" for k, v in s["pass_at_k"].items() if v is not None)
@@ -135,15 +135,15 @@ def _print_outcome(outcome: EvalOutcome, title: str) -> None:
         why = ", ".join(f"{e} {n}" for e, n in sorted(s["grade_errors"].items()))
         grades = ", ".join(f"{g} {n}" for g, n in sorted(s["grades"].items()))
         console.print(f"grades: {grades}" + (f" ({why})" if why else ""))
-    if s["patch_apply_failures"]:
-        failed = [r for r in read_results(outcome.run_dir)[1] if grade_error(r) == "patch_apply_failed"]
-        for r in failed[:MAX_HUNKS_SHOWN]:
-            first, _, hunk = error_cell(r).partition("\n")
+    if any(n for kind, n in s["unresolved_by_kind"].items() if kind not in UNRESOLVED_KINDS):
+        explained = [r for r in read_results(outcome.run_dir)[1] if not r.success and benchmark_kind(r)]
+        for r in explained[:MAX_WHYS_SHOWN]:
+            first, _, more = error_cell(r).partition("\n")
             console.print(f"  {r.instance_id}#{r.sample}: {first}", markup=False, highlight=False)
-            for line in hunk.splitlines()[:HUNK_LINES_SHOWN]:
+            for line in more.splitlines()[:WHY_LINES_SHOWN]:
                 console.print(f"      {line}", markup=False, highlight=False)
-        if len(failed) > MAX_HUNKS_SHOWN:
-            console.print(f"  ... and {len(failed) - MAX_HUNKS_SHOWN} more (report.md, error column)")
+        if len(explained) > MAX_WHYS_SHOWN:
+            console.print(f"  ... and {len(explained) - MAX_WHYS_SHOWN} more (report.md, error column)")
     if outcome.report:
         console.print(f"report: {outcome.report} (+ report.html)")
 

@@ -5,6 +5,7 @@ evaluation loop and every benchmark's own grading.
     hook = benchmark_for(suite)            # the env id's hook, else the env-graded default
     tasks = await hook.prepare(tasks, ctx)                 # images, repositories
     grade = await hook.grade(env, task, record, ctx)       # one episode (or one prediction)
+    tables = hook.report_tables(final_results)             # its own rows in the report
     source = hook.predictions(path, tasks, ctx)            # stored outputs, no agent run
 
 A hook is registered per env id, as the env is (`register_env(..., benchmark=...)`), so eval
@@ -12,7 +13,10 @@ imports no benchmark and no env family: it asks the registry. The default hook, 
 is the env-graded one: the episode's total reward is its score and the suite says what
 success is (`Suite.success`: the one definition, training's held-out evaluation asks it too).
 SWE-bench's (`arborl.envs.code.swe_grading`) grades a patch in a fresh sandbox; BFCL's
-(`arborl.envs.bfcl.result_files`) also re-scores bfcl-eval's result files.
+(`arborl.envs.bfcl.result_files`) also re-scores bfcl-eval's result files. A grade says why
+an attempt is unresolved in the benchmark's own words (`Grade.unresolved_kind`, one of the
+hook's `unresolved_kinds`; `Grade.why`), and a hook adds its own tables to the report
+(`report_tables`): the headline and the report show them without eval knowing the words.
 
 Also here, because hooks and the evaluation loop both speak them: `EpisodeRecord` (what an
 attempt produced), `InfraError` (the sandbox layer failed: retried) and `EnvironmentBroken`
@@ -21,10 +25,10 @@ attempt produced), `InfraError` (the sandbox layer failed: retried) and `Environ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import gymnasium
 
@@ -110,6 +114,17 @@ class Grade:
     """Kept with the result (`details` in the store, the report's why)."""
     files: dict[str, str | bytes] = field(default_factory=dict)
     """Per-instance output files (name → content), written next to the transcript."""
+    error: str = ""
+    """Why the grade gave no credit, as the benchmark codes it (SWE-bench: `empty_patch`,
+    `no_patch: <why>`); counted in summary.json's `grade_errors` by the part before ':'."""
+    unresolved_kind: str = ""
+    """The benchmark's own kind of an unresolved attempt, a key of its hook's
+    `unresolved_kinds` (its own count in the headline); '' for a plain "failed"."""
+    why: str = ""
+    """One line on why the attempt is unresolved, in the benchmark's terms (the report's error
+    column, the console); '' to let the report say `grade: <error>`."""
+    why_text: str = ""
+    """A longer explanation under `why` (the HTML report folds it out, the console indents it)."""
 
 
 @dataclass
@@ -138,11 +153,46 @@ class PredictionSource(Protocol):
         ...
 
 
+class GradedResult(Protocol):
+    """What a hook reads of a stored result (`arborl.eval.InstanceResult`) to report on a run."""
+
+    @property
+    def success(self) -> bool: ...
+
+    @property
+    def grade(self) -> str:
+        """The grade's verdict word (`Grade.label`), or the hook's `ungraded_label`."""
+        ...
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """The grade's `details` as stored (and what the run added to them)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ReportTable:
+    """A benchmark's own table in the report: one row per run, under `columns` (the report
+    puts the run's name first). Kept in summary.json, so a stored run reports without its
+    benchmark registered."""
+
+    title: str
+    columns: list[str]
+    row: list[Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "columns": list(self.columns), "row": list(self.row)}
+
+
 class Benchmark:
     """The env-graded default: an episode's score is its total reward, clipped to [0, 1]; its
     success is the suite's. Subclass and override what a benchmark grades its own way."""
 
     name = "env"
+    #: The benchmark's own kinds of unresolved attempt (a `Grade.unresolved_kind`), each with
+    #: its (singular, plural) label for the headline: counted apart from the generic "failed"
+    #: and listed right after it (SWE-bench: `patch_apply`, "patch-apply failure(s)").
+    unresolved_kinds: ClassVar[Mapping[str, tuple[str, str]]] = {}
 
     async def prepare(self, tasks: list[Task], ctx: GradeContext) -> list[Task]:
         """The tasks ready to run (e.g. on instance images); by default, as they are."""
@@ -166,6 +216,11 @@ class Benchmark:
         """Keyword arguments this benchmark's env gives `arborl.tasks.user_suites.suite_from_path`
         (the desktop: what it can run, so a task it cannot is refused as the suite loads)."""
         return {}
+
+    def report_tables(self, results: Sequence[GradedResult]) -> list[ReportTable]:
+        """The benchmark's own tables of a run, from its final results (those that came to a
+        grade or an ungraded verdict: not infrastructure or environment errors); none by default."""
+        return []
 
     def predictions(self, path: str, tasks: list[Task], ctx: GradeContext) -> PredictionSource:
         """Stored outputs at `path` to grade instead of running an agent."""
@@ -216,8 +271,10 @@ __all__ = [
     "EpisodeRecord",
     "Grade",
     "GradeContext",
+    "GradedResult",
     "InfraError",
     "PredictionSource",
+    "ReportTable",
     "SandboxFailure",
     "benchmark_for",
     "reader_options",

@@ -4,9 +4,10 @@
     arborl eval-report runs/eval/tool-mini-model runs/eval/tool-mini-gold --out cmp
 
 Tables: the headline of each run (resolved over every sample, errors counted as unresolved),
-why samples are unresolved, by kind (failed, patch-apply failure, agent crash, timeout,
-harness, infrastructure, environment error), SWE grades, and every instance with why it is
-unresolved (an error's first line; a patch that does not apply: its first failing hunk).
+why samples are unresolved, by kind (failed, the benchmark's own kinds, agent crash, timeout,
+harness, infrastructure, environment error), the benchmark's own tables (its hook's
+`report_tables`, kept in summary.json), and every instance with why it is unresolved (the
+grade's `why` and the longer text under it, else its error code; an error's first line).
 
 Plots: resolved rate per suite and run (`success.png`), turns per episode (`turns.png`),
 and with two or more runs, the first two compared instance by instance (`compare.png`:
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .result_store import FINAL, InstanceResult, read_results
-from .summary import UNRESOLVED_KINDS, count_phrase, grade_error, summarize
+from .summary import count_phrase, grade_error, kind_labels, summarize
 
 MAX_INSTANCE_ROWS = 300
 
@@ -32,14 +33,16 @@ class _Run:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.info, self.results = read_results(path)
+        try:  # what the run wrote of its benchmark: its success rule, its own kinds and tables
+            stored = json.loads((path / "summary.json").read_text())
+        except (OSError, ValueError):
+            stored = {}
         ks = self.info.get("config", {}).get("pass_k", [1])
-        self.summary = summarize(self.results, ks)
+        self.summary = summarize(self.results, ks, stored.get("unresolved_kinds"))
         self.label = path.name
         self.final = [r for r in self.results if r.status in FINAL]
-        try:  # what the run counted as success (the suite's rule), as its summary says
-            self.success_rule = str(json.loads((path / "summary.json").read_text()).get("success_rule", ""))
-        except (OSError, ValueError):
-            self.success_rule = ""
+        self.success_rule = str(stored.get("success_rule", ""))
+        self.tables: list[dict[str, Any]] = list(stored.get("report_tables") or [])
 
     def by_instance(self) -> dict[str, list[InstanceResult]]:
         """Every result of each instance (an errored sample is an unsolved one)."""
@@ -167,26 +170,17 @@ def _tables(runs: list[_Run]) -> list[tuple[str, list[str], list[list[str]]]]:
                 f"{approx}{s['prompt_tokens_mean']:.0f} / {approx}{s['response_tokens_mean']:.0f}",
                 f"{s['tool_error_rate']:.1%}",
                 f"{s['wall_s_p50']:.2f} / {s['wall_s_p90']:.2f}",
-                f"{s['unresolved']}: {count_phrase(s['unresolved_by_kind'])}" if s["unresolved"] else "0",
+                f"{s['unresolved']}: {count_phrase(s['unresolved_by_kind'], s['unresolved_kinds'])}"
+                if s["unresolved"]
+                else "0",
                 run.success_rule or "–",
             ]
         )
     tables = [("Summary", head, rows)]
-    kinds = [
-        [run.label, *(str(run.summary["unresolved_by_kind"][k]) for k in UNRESOLVED_KINDS)] for run in runs
-    ]
-    tables.append(("Unresolved, by kind", ["run", *(many for _, many in UNRESOLVED_KINDS.values())], kinds))
-    grades = [
-        [
-            run.label,
-            *(str(run.summary["grades"].get(g, 0)) for g in ("FULL", "PARTIAL", "NO")),
-            str(run.summary["patch_apply_failures"]),
-        ]
-        for run in runs
-        if run.summary["grades"]
-    ]
-    if grades:
-        tables.append(("SWE-bench grades", ["run", "FULL", "PARTIAL", "NO", "patch apply failed"], grades))
+    labels = kind_labels(*(run.summary["unresolved_kinds"] for run in runs))
+    kinds = [[run.label, *(str(run.summary["unresolved_by_kind"].get(k, 0)) for k in labels)] for run in runs]
+    tables.append(("Unresolved, by kind", ["run", *(many for _, many in labels.values())], kinds))
+    tables += _benchmark_tables(runs)
     for run in runs:
         rows = [
             [
@@ -222,30 +216,31 @@ def _tables(runs: list[_Run]) -> list[tuple[str, list[str], list[list[str]]]]:
     return tables
 
 
+def _benchmark_tables(runs: list[_Run]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """Each benchmark's own tables (its hook's `report_tables`, as the runs' summary.json keep
+    them), a row per run that has one; tables of the same title and columns are one table."""
+    merged: dict[tuple[str, tuple[str, ...]], list[list[str]]] = {}
+    for run in runs:
+        for table in run.tables:
+            key = (str(table["title"]), tuple(str(c) for c in table["columns"]))
+            merged.setdefault(key, []).append([run.label, *(_fmt(v) for v in table["row"])])
+    return [(title, ["run", *columns], rows) for (title, columns), rows in merged.items()]
+
+
 def error_cell(r: InstanceResult) -> str:
-    """Why a sample is unresolved: its grade's error (a patch that did not apply: where) and
-    its own error's first line; a failing hunk follows on the next lines (the HTML page)."""
-    why, hunk = grade_error(r), r.details.get("first_failing_hunk")
+    """Why a sample is unresolved: what its grade says (`why`; else `grade: <error code>`) and
+    its own error's first line; the grade's longer text follows on the next lines (the HTML
+    page folds it out)."""
+    why, more = r.details.get("why"), r.details.get("why_text")
     parts = []
-    if why == "patch_apply_failed":
-        where = _hunk_summary(hunk) if hunk else ""
-        parts.append("patch did not apply" + (f": {where}" if where else ""))
-    elif why:
-        parts.append(f"grade: {why}")
+    if why:
+        parts.append(str(why))
+    elif error := grade_error(r):
+        parts.append(f"grade: {error}")
     if r.error:
         parts.append(r.error.split("\n")[0][:200])
     text = "; ".join(parts)
-    return text + (f"\n{hunk['text']}" if why == "patch_apply_failed" and hunk and hunk["text"] else "")
-
-
-def _hunk_summary(hunk: dict[str, Any]) -> str:
-    """Where the hunk that did not apply is, in one line (what the grader found: file, line,
-    the hunk's header; or what git said when no hunk was found)."""
-    if hunk.get("summary"):
-        return str(hunk["summary"])
-    if not hunk.get("file"):  # results stored before the grader wrote its summary
-        return str(hunk.get("why", ""))
-    return f"{hunk['file']}:{hunk.get('line', '')} {hunk.get('header', '')}".rstrip()
+    return text + (f"\n{more}" if why and more else "")
 
 
 def _markdown(tables: list[tuple[str, list[str], list[list[str]]]], images: list[Path]) -> str:
@@ -259,7 +254,7 @@ def _markdown(tables: list[tuple[str, list[str], list[list[str]]]], images: list
 
 
 def _md_cell(cell: str) -> str:
-    """A table cell is one line: the first (the rest, a hunk, is in the HTML page)."""
+    """A table cell is one line: the first (the rest, a grade's longer why, is in the HTML page)."""
     return cell.split("\n")[0].replace("|", "\\|")
 
 

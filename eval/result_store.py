@@ -42,7 +42,7 @@ class InstanceResult:
     success: bool = False
     score: float = 0.0
     grade: str = ""
-    """SWE tasks: FULL / PARTIAL / NO; other tasks: '' ."""
+    """The benchmark's verdict word (`Grade.label`); '' where it has none."""
     turns: int = 0
     prompt_tokens: int = 0
     response_tokens: int = 0

@@ -57,9 +57,9 @@ from arborl.tasks.user_suites import looks_like_path, suite_from_path
 from .config import EvalConfig
 from .drivers import Driver, make_driver
 from .outputs import instance_dir, write_outputs
-from .result_store import InstanceResult, ResultStore
+from .result_store import FINAL, InstanceResult, ResultStore
 from .screens import RecordScreens
-from .summary import count_phrase, summarize, unresolved_kind
+from .summary import UNRESOLVED_KINDS, count_phrase, grade_details, kind_labels, summarize, unresolved_kind
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,13 @@ class EvalRun:
         self.cfg, self.pool, self.console = cfg, pool, console
         self.suite = suite or resolve_suite(cfg)
         self.benchmark = benchmark_for(self.suite)  # how this suite is prepared and graded
+        clash = sorted(set(self.benchmark.unresolved_kinds) & set(UNRESOLVED_KINDS))
+        if clash:
+            raise ValueError(
+                f"benchmark hook {self.benchmark.name!r} declares unresolved kinds {clash} that eval "
+                "counts itself: give its own kinds other names"
+            )
+        self.kinds = kind_labels(self.benchmark.unresolved_kinds)  # the progress bar's labels
         self.ctx = GradeContext(self.suite, pool, cfg, cfg.agent)
         self.predictions: PredictionSource | None = None  # stored outputs to grade, no agent
         if cfg.predictions:
@@ -166,7 +173,7 @@ class EvalRun:
             "answer": rec.final("answer"),
             "format_errors": sum(bool(i.get("format_error")) for i in rec.infos),
             **rec.extra,
-            **(grade.details if grade is not None else {}),
+            **(grade_details(grade, self.benchmark.unresolved_kinds) if grade is not None else {}),
         }
         result = InstanceResult(
             instance_id=task.id,
@@ -293,7 +300,7 @@ class EvalRun:
                 result = await self.run_item(slot, *item)
                 store.put(result)
                 tally[unresolved_kind(result)] += 1
-                progress.update(bar, advance=1, tally=_tally(tally))
+                progress.update(bar, advance=1, tally=_tally(tally, self.kinds))
 
             slots: list[dict[str, gymnasium.Env]] = []  # an env each; run_item replaces a broken one
             try:
@@ -314,9 +321,9 @@ class EvalRun:
         return [(by_id[t.id], s) for t, s in work]
 
 
-def _tally(counts: Counter[str | None]) -> str:
+def _tally(counts: Counter[str | None], labels: Mapping[str, tuple[str, str]]) -> str:
     """The progress bar's "resolved 2 · 1 failed, 1 environment error" (None: resolved)."""
-    unresolved = count_phrase({k: n for k, n in counts.items() if k is not None})
+    unresolved = count_phrase({k: n for k, n in counts.items() if k is not None}, labels)
     return f"resolved {counts[None]}" + (f" · {unresolved}" if unresolved else "")
 
 
@@ -358,11 +365,15 @@ async def run_eval(
                 skipped, ran = await run.run(store)
             finally:
                 await close_loop_resources()
-        summary = summarize(store.results(), cfg.pass_k)
+        results = store.results()
+        summary = summarize(results, cfg.pass_k, run.benchmark.unresolved_kinds)
         summary.update({"suite": cfg.suite, "agent": cfg.agent, "run_id": store.run_id})
         summary["success_rule"] = run.benchmark.success_rule(run.suite)
+        # the benchmark's own report tables, kept so that the report needs no hook to draw them
+        tables = run.benchmark.report_tables([r for r in results if r.status in FINAL])
+        summary["report_tables"] = [t.as_dict() for t in tables]
         if run.predictions is not None:  # the benchmark's own summary (bfcl-eval's accuracy lines)
-            own = run.predictions.report(console, store.results(), run_dir)
+            own = run.predictions.report(console, results, run_dir)
             if own is not None:
                 summary[run.benchmark.name] = own
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")

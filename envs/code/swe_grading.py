@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import gymnasium
 
@@ -31,8 +32,10 @@ from ..benchmarks import (
     EpisodeRecord,
     Grade,
     GradeContext,
+    GradedResult,
     InfraError,
     PredictionSource,
+    ReportTable,
 )
 from .instance_images import with_instance_images
 from .verifier import run_verifier
@@ -72,6 +75,10 @@ async def grade_swe(
 # ---- the SWE-bench hook of `arborl eval` (arborl.envs.benchmarks) ------------------------------
 #: The grade's error for a model patch that applies neither way (the report shows its hunk).
 APPLY = "patch_apply_failed"
+#: Its unresolved kind: counted apart from the other failures in the headline and the report.
+PATCH_APPLY = "patch_apply"
+#: SWE-bench's verdicts, in the order of the report's table.
+VERDICTS = ("FULL", "PARTIAL", "NO")
 
 
 class SWEBench(Benchmark):
@@ -81,6 +88,9 @@ class SWEBench(Benchmark):
     agent. Code tasks not made from a SWE-bench instance are graded by their env."""
 
     name = "swe-bench"
+    unresolved_kinds: ClassVar[Mapping[str, tuple[str, str]]] = {
+        PATCH_APPLY: ("patch-apply failure", "patch-apply failures")
+    }
 
     async def prepare(self, tasks: list[Task], ctx: GradeContext) -> list[Task]:
         if ctx.config.swe.images != "auto" or not any(swe_parts(t) for t in tasks):
@@ -133,6 +143,21 @@ class SWEBench(Benchmark):
     def success_rule(self, suite: Suite) -> str:
         return "resolved (SWE-bench's FULL: every FAIL_TO_PASS and PASS_TO_PASS test passes)"
 
+    def report_tables(self, results: Sequence[GradedResult]) -> list[ReportTable]:
+        """SWE-bench's verdicts and the patches that applied neither way (runs of a code suite
+        not made from SWE-bench instances, with no verdicts, have none)."""
+        verdicts = Counter(r.grade for r in results if r.grade)
+        if not verdicts:
+            return []
+        unapplied = sum((r.details.get("grade") or {}).get("error") == APPLY for r in results)
+        return [
+            ReportTable(
+                "SWE-bench grades",
+                [*VERDICTS, "patch apply failed"],
+                [*(verdicts.get(v, 0) for v in VERDICTS), unapplied],
+            )
+        ]
+
     def predictions(self, path: str, tasks: list[Task], ctx: GradeContext) -> PredictionSource:
         if not all(swe_parts(t) for t in tasks):  # a code suite not made from SWE-bench instances
             return super().predictions(path, tasks, ctx)
@@ -142,16 +167,32 @@ class SWEBench(Benchmark):
 def swe_grade(grade: SWEGrade, model_patch: str | None) -> Grade:
     """The hook's grade of an SWE-bench report: resolved or not, the report in the details
     (and `grade.json`), the whole harness log as `test.log`, and for a patch that applied
-    neither way, the first hunk that failed."""
+    neither way, its own unresolved kind and why: where the first hunk that failed is (file,
+    line, the hunk's header; or what git said), the hunk itself under it."""
     details: dict[str, Any] = {"grade": grade.model_dump(exclude={"log"})}
-    hunk = first_failing_hunk(grade.log, model_patch) if grade.error == APPLY else None
-    if hunk is not None:
-        details["first_failing_hunk"] = {**hunk.as_dict(), "summary": hunk.summary()}
     files: dict[str, str | bytes] = {
         "grade.json": json.dumps(details["grade"], indent=1, ensure_ascii=False, default=str),
         "test.log": grade.log,
     }
-    return Grade(float(grade.resolved), grade.resolved, grade.status, details, files)
+    kind = why = hunk_text = ""
+    if grade.error == APPLY:
+        hunk = first_failing_hunk(grade.log, model_patch)
+        where = hunk.summary() if hunk is not None else ""
+        if hunk is not None:
+            details["first_failing_hunk"] = {**hunk.as_dict(), "summary": where}
+            hunk_text = hunk.text
+        kind, why = PATCH_APPLY, "patch did not apply" + (f": {where}" if where else "")
+    return Grade(
+        float(grade.resolved),
+        grade.resolved,
+        grade.status,
+        details,
+        files,
+        error=grade.error or "",
+        unresolved_kind=kind,
+        why=why,
+        why_text=hunk_text,
+    )
 
 
 class Predictions:

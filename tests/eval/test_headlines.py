@@ -187,4 +187,10 @@ def test_a_patch_that_does_not_apply_shows_its_first_failing_hunk(docker_backend
     page = (tmp_path / "run/report.html").read_text()
     assert "-no such line in the file" in page
     s = json.loads((tmp_path / "run/summary.json").read_text())
-    assert s["patch_apply_failures"] == 1 and s["unresolved_by_kind"]["patch_apply"] == 1
+    assert s["unresolved_by_kind"]["patch_apply"] == 1 and s["grade_errors"] == {"patch_apply_failed": 1}
+    assert {
+        "title": "SWE-bench grades",
+        "columns": ["FULL", "PARTIAL", "NO", "patch apply failed"],
+        "row": [1, 0, 1, 1],
+    } in s["report_tables"]
+    assert "| run | FULL | PARTIAL | NO | patch apply failed |" in md

@@ -7,8 +7,10 @@ import math
 
 import pytest
 
+from arborl.envs.code.swe_grading import SWEBench, swe_grade
 from arborl.eval.result_store import InstanceResult
-from arborl.eval.summary import mean_pass_at_k, pass_at_k, summarize
+from arborl.eval.summary import grade_details, mean_pass_at_k, pass_at_k, summarize
+from arborl.tasks.swebench.grading import SWEGrade
 
 
 @pytest.mark.parametrize(
@@ -50,6 +52,12 @@ def r(iid, sample, success, **kw):
     )
 
 
+def unapplied_patch() -> dict:
+    """The details a result keeps of SWE-bench's grade of a patch that applies neither way."""
+    grade = swe_grade(SWEGrade.unresolved("patch_apply_failed", patch_applied=False), "")
+    return grade_details(grade, SWEBench.unresolved_kinds)
+
+
 def test_summary_of_a_run():
     results = [
         r("a", 0, True, turns=2, tool_calls=4, tool_errors=1, wall_s=1.0, grade="FULL", score=1.0),
@@ -63,12 +71,12 @@ def test_summary_of_a_run():
             tool_errors=1,
             wall_s=2.0,
             grade="NO",
-            details={"grade": {"error": "patch_apply_failed"}},
+            details=unapplied_patch(),
         ),
         r("b", 1, False, status="timeout", wall_s=9.0),
         r("c", 0, False, status="infra_error", attempts=3),
     ]
-    s = summarize(results, ks=[1])
+    s = summarize(results, ks=[1], kinds=SWEBench.unresolved_kinds)
     # every sample counts: the infrastructure error is an unresolved sample of instance c
     assert s["instances"] == 3 and s["samples"] == 5 and s["episodes"] == 4
     assert s["resolved"] == 1 and s["resolved_rate"] == 0.2 and s["unresolved"] == 4
@@ -76,7 +84,8 @@ def test_summary_of_a_run():
     assert s["pass_at_k"] == {1: pytest.approx((0.5 + 0.0 + 0.0) / 3), 2: pytest.approx((1.0 + 0.0) / 2)}
     assert s["tool_error_rate"] == pytest.approx(2 / 10)
     assert s["turns_mean"] == pytest.approx(3.0) and s["wall_s_p50"] == pytest.approx(2.5)
-    assert s["grades"] == {"FULL": 1, "PARTIAL": 1, "NO": 1} and s["patch_apply_failures"] == 1
+    assert s["grades"] == {"FULL": 1, "PARTIAL": 1, "NO": 1}
+    assert s["grade_errors"] == {"patch_apply_failed": 1}
     assert s["errors"] == 1 and s["infra_errors"] == 1 and s["retried"] == 1
     assert s["unresolved_by_kind"] == {
         "failed": 1,
@@ -91,6 +100,28 @@ def test_summary_of_a_run():
         "resolved 1/5 (20.0%) · unresolved 4: 1 failed, 1 patch-apply failure, 1 timeout, "
         "1 infrastructure error"
     )
+
+
+def test_a_stored_run_names_its_benchmarks_kinds_without_the_benchmark():
+    """`arborl eval-report` and the viewer summarize stored results without the suite's hook:
+    each result keeps its kind's labels, so the headline is the one the run printed; the kinds
+    the hook declares are counted even at zero when they are given (summary.json keeps them)."""
+    results = [r("a", 0, False, grade="NO", details=unapplied_patch()), r("b", 0, False, status="timeout")]
+    alone = summarize(results)
+    assert alone["headline"] == "resolved 0/2 (0.0%) · unresolved 2: 1 patch-apply failure, 1 timeout"
+    assert list(alone["unresolved_by_kind"])[:3] == ["failed", "patch_apply", "agent_crash"]
+    assert alone["unresolved_kinds"]["patch_apply"] == ["patch-apply failure", "patch-apply failures"]
+    none_failed = summarize([r("a", 0, True)], kinds=alone["unresolved_kinds"])
+    assert none_failed["unresolved_by_kind"]["patch_apply"] == 0
+    assert "patch_apply" not in summarize([r("a", 0, True)])["unresolved_by_kind"]  # another benchmark's
+
+
+def test_a_grade_may_name_only_the_kinds_its_hook_declares():
+    from arborl.envs.benchmarks import Grade
+
+    with pytest.raises(ValueError, match="unresolved_kinds"):
+        grade_details(Grade(0.0, False, unresolved_kind="typo"), SWEBench.unresolved_kinds)
+    assert "unresolved" not in grade_details(Grade(1.0, True, unresolved_kind="typo"), {})  # resolved
 
 
 def test_two_solved_and_one_environment_error_is_two_of_three():
@@ -147,4 +178,7 @@ def test_results_stored_before_the_change_still_load_and_count(tmp_path):
     assert store.finished() == {("a", 0), ("b", 0)}  # c is tried again on resume
     s = summarize(store.results())
     store.close()
-    assert s["headline"] == "resolved 1/3 (33.3%) · unresolved 2: 1 patch-apply failure, 1 environment error"
+    # its patch that did not apply was stored before grades named their own kind: a plain
+    # failure now, its grade's error still counted (and shown as `grade: patch_apply_failed`)
+    assert s["headline"] == "resolved 1/3 (33.3%) · unresolved 2: 1 failed, 1 environment error"
+    assert s["grade_errors"] == {"patch_apply_failed": 1}
