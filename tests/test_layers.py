@@ -164,3 +164,22 @@ def test_eval_names_no_benchmark_and_no_env_family():
         if any(dotted == m or dotted.startswith(m + ".") for m in named)
     ]
     assert not found, "eval names a benchmark:\n" + "\n".join(found)
+
+
+#: Words of one benchmark's grading (SWE-bench's) that eval and `arborl eval`'s console must
+#: leave to its hook: they ask the hook for kinds, tables and whys instead.
+GRADE_WORDS = ("patch_apply", "FULL", "first_failing_hunk")
+
+
+def test_eval_speaks_no_benchmarks_grade_vocabulary():
+    """eval/ and cli/eval_cmds.py hold no benchmark's grading words, in code or prose: a
+    benchmark's own unresolved kinds, report tables and explanations come from its hook."""
+    files = [*sorted((ROOT / "eval").rglob("*.py")), ROOT / "cli" / "eval_cmds.py"]
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {word!r}"
+        for path in files
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for word in GRADE_WORDS
+        if word in line
+    ]
+    assert not found, "eval names a benchmark's grading words:\n" + "\n".join(found)
