@@ -127,6 +127,15 @@ def tiny_model():
 
 
 @pytest.fixture(scope="session")
+def tiny_vlm():
+    """Path of the tiny vision-language model (Qwen2-VL architecture; built on first use,
+    ~5 s, from the tiny model's tokenizer; cached and locked like it)."""
+    from arborl.agents.tiny_vlm import ensure_tiny_vlm
+
+    return ensure_tiny_vlm()
+
+
+@pytest.fixture(scope="session")
 def web_chromium():
     """Debian's Chromium on the host (the web env's browser on the bubblewrap backend)."""
     import shutil

@@ -1,0 +1,196 @@
+"""What a vision-language policy's processor made of a turn's images, kept as it was made.
+
+A multimodal turn is token ids *and* the tensors the vision tower reads. Both come from the
+model's processor once, when the observation is appended (`arborl.agents.chat`), and are
+stored with the turn: nothing is re-rendered or re-tokenised for the learner, whose forward
+pass sees the engine's exact inputs::
+
+    observation messages ──chat template──▶ text with <|vision_start|><|image_pad|><|vision_end|>
+                         ──processor──────▶ ids (each <|image_pad|> expanded to the image's tokens)
+                                            + ImageInputs(pixel_values [patches, C*T*P*P],
+                                                          image_grid_thw [images, 3])
+
+`ImageInputs` is the processor's output for Qwen2-VL-style models (Qwen2-VL, Qwen2.5-VL): the
+patches and, per image, its (temporal, height, width) patch grid; an image takes
+``t*h*w / merge_size**2`` placeholder tokens. `model_inputs` lays a whole sequence's images
+out for one forward pass (the engine's prefill, the learner's log-probs).
+
+`load_processor(path)` is `AutoProcessor.from_pretrained(path)`; where transformers cannot
+build Qwen2-VL's video processor (it needs torchvision, which this CPU venv lacks) it loads the
+same processor without one (`ImageOnlyQwen2VLProcessor`: images only, the same image
+processor and tokenizer, read by the same `from_pretrained` code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from arborl.envs.images import message_images
+
+
+class VisionError(ValueError):
+    """A policy cannot take the images it is given; the message names the fix."""
+
+
+@dataclass(frozen=True, eq=False)
+class ImageInputs:
+    """The processor's tensors for the images of one span of tokens, in order."""
+
+    #: float32 [patches, channels * temporal_patch * patch * patch]
+    pixel_values: np.ndarray
+    #: int64 [images, 3]: each image's (t, h, w) grid of patches
+    image_grid_thw: np.ndarray
+
+    @property
+    def num_images(self) -> int:
+        return int(self.image_grid_thw.shape[0])
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ImageInputs)
+            and np.array_equal(self.pixel_values, other.pixel_values)
+            and np.array_equal(self.image_grid_thw, other.image_grid_thw)
+        )
+
+    @staticmethod
+    def concat(parts: Sequence[ImageInputs | None]) -> ImageInputs | None:
+        """The images of consecutive spans as one (None when none has images)."""
+        kept = [p for p in parts if p is not None and p.num_images]
+        if not kept:
+            return None
+        if len(kept) == 1:
+            return kept[0]
+        return ImageInputs(
+            np.concatenate([p.pixel_values for p in kept]), np.concatenate([p.image_grid_thw for p in kept])
+        )
+
+    def to_row(self) -> dict[str, Any]:
+        """The Parquet form: flat values and shapes (float32 kept bit for bit)."""
+        return {
+            "pixel_values": self.pixel_values.astype(np.float32, copy=False).ravel(),
+            "pixel_shape": list(self.pixel_values.shape),
+            "image_grid_thw": self.image_grid_thw.astype(np.int64, copy=False).ravel(),
+        }
+
+    @staticmethod
+    def from_row(row: Mapping[str, Any] | None) -> ImageInputs | None:
+        if not row:
+            return None
+        shape = tuple(int(x) for x in row["pixel_shape"])
+        return ImageInputs(
+            np.asarray(row["pixel_values"], dtype=np.float32).reshape(shape),
+            np.asarray(row["image_grid_thw"], dtype=np.int64).reshape(-1, 3),
+        )
+
+
+def load_processor(path: str | Any) -> Any:
+    """The model's processor, by the real `from_pretrained(path)` code (see the module doc)."""
+    from transformers import AutoProcessor
+
+    try:
+        return AutoProcessor.from_pretrained(path)
+    except (OSError, ImportError, TypeError) as e:
+        if "video" not in str(e).lower():
+            raise
+        return image_only_processor_class().from_pretrained(path)
+
+
+def image_only_processor_class() -> type:
+    """`Qwen2VLProcessor` without its video processor (which needs torchvision)."""
+    from transformers import Qwen2VLProcessor
+    from transformers.processing_utils import ProcessorMixin
+
+    class ImageOnlyQwen2VLProcessor(Qwen2VLProcessor):
+        def __init__(
+            self, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None, **kw: Any
+        ):
+            self.image_token = getattr(tokenizer, "image_token", None) or "<|image_pad|>"
+            self.video_token = getattr(tokenizer, "video_token", None) or "<|video_pad|>"
+            self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+            self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
+            ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
+
+    return ImageOnlyQwen2VLProcessor
+
+
+def is_processor(obj: Any) -> bool:
+    """Whether `obj` is a multimodal processor (has an image processor), not a tokenizer."""
+    return getattr(obj, "image_processor", None) is not None and getattr(obj, "tokenizer", None) is not None
+
+
+class ImageEncoder:
+    """Token ids and `ImageInputs` of rendered chat text, through the model's processor."""
+
+    def __init__(self, processor: Any) -> None:
+        self.processor = processor
+        self.tokenizer = processor.tokenizer
+        self.image_token: str = processor.image_token
+
+    def encode(
+        self, text: str, messages: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[int], ImageInputs | None]:
+        """`text` (the template's rendering of `messages`, or of a part of them) as ids, each
+        image placeholder expanded, with the images of `messages` processed once."""
+        images = message_images(messages)
+        shown = text.count(self.image_token)
+        if shown != len(images):
+            raise VisionError(
+                f"the chat template rendered {shown} image placeholders for {len(images)} images: "
+                "it does not render image parts (use the model's own processor chat template)"
+            )
+        if not images:
+            return (list(self.tokenizer.encode(text, add_special_tokens=False)) if text else []), None
+        out = self.processor(text=[text], images=images, return_tensors="np", add_special_tokens=False)
+        ids = [int(t) for t in out["input_ids"][0]]
+        return ids, ImageInputs(
+            np.asarray(out["pixel_values"], dtype=np.float32),
+            np.asarray(out["image_grid_thw"], dtype=np.int64),
+        )
+
+
+def model_inputs(model: Any, ids: Sequence[int], images: ImageInputs | None) -> dict[str, Any]:
+    """Keyword arguments of one forward pass over `ids` [1, L] with their images: the
+    pixels, the grids, the token types and the 3-D (M-RoPE) positions the model derives from
+    them (`get_rope_index`); plus ``rope_delta``, what a text token's position after `ids`
+    is offset by (``L + rope_delta`` for the next token). Text only: plain ids."""
+    import torch
+
+    device = next(model.parameters()).device
+    input_ids = torch.tensor([list(ids)], device=device)
+    if images is None:
+        return {"input_ids": input_ids, "rope_delta": 0}
+    cfg = model.config
+    types = (input_ids == cfg.image_token_id).to(torch.int32)
+    grid = torch.as_tensor(images.image_grid_thw, device=device)
+    positions, delta = model.model.get_rope_index(input_ids, mm_token_type_ids=types, image_grid_thw=grid)
+    dtype = next(model.parameters()).dtype
+    return {
+        "input_ids": input_ids,
+        "pixel_values": torch.as_tensor(images.pixel_values, device=device).to(dtype),
+        "image_grid_thw": grid,
+        "mm_token_type_ids": types,
+        "position_ids": positions,
+        "rope_delta": int(delta.reshape(-1)[0]),
+    }
+
+
+def has_vision(model_or_config: Any) -> bool:
+    """Whether a model (or its config) has a vision tower."""
+    cfg = getattr(model_or_config, "config", model_or_config)
+    return getattr(cfg, "vision_config", None) is not None
+
+
+__all__ = [
+    "ImageEncoder",
+    "ImageInputs",
+    "VisionError",
+    "has_vision",
+    "image_only_processor_class",
+    "is_processor",
+    "load_processor",
+    "model_inputs",
+]
