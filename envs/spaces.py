@@ -107,10 +107,25 @@ def to_messages(
         out.append(
             {
                 "role": r if r in ROLES else role,
-                "content": clean_text(str(item.get("content", "")))[:MAX_TEXT_CHARS],
+                "content": _content(item.get("content", "")),
             }
         )
     return tuple(out)
+
+
+def _content(value: Any) -> Any:
+    """A message's content made clean: text, or a list of parts (`arborl.envs.images`) whose
+    text is cleaned and whose images are kept as they are."""
+    if isinstance(value, list | tuple):
+        return [
+            {**p, "text": clean_text(str(p.get("text", "")))[:MAX_TEXT_CHARS]}
+            if isinstance(p, Mapping) and p.get("type") == "text"
+            else dict(p)
+            if isinstance(p, Mapping)
+            else {"type": "text", "text": clean_text(str(p))}
+            for p in value
+        ]
+    return clean_text(str(value))[:MAX_TEXT_CHARS]
 
 
 def observation_messages(obs: Any) -> tuple[dict[str, str], ...]:

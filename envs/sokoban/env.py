@@ -24,6 +24,12 @@ reward and the anchors are the same; only the text of turns 2 on is shorter (abo
 of verl-agent's, which repeats the rules and the last two boards each turn), so a whole
 15-turn episode fits one context of a small model and tree rollouts can share its turns.
 
+`obs_type` chooses what the model is shown: `"text"` (verl-agent's text grid, the default),
+`"image"` (the room drawn as an RGB image, `tasks.sokoban.picture`, with verl-agent's visual
+prompt: its multimodal Sokoban) or `"both"` (the image, then the text prompt). An image turn's
+message is a list of parts, ``[{"type": "image", "image": uint8 [H, W, 3]}, {"type": "text",
+...}]`` (`arborl.envs.images`), and the observation space admits it (`ContentSpace`).
+
 `info` per step: `action` (the move played, "Still" for none), `is_action_valid` (verl-agent's
 name), `format_error` (its negation), `action_is_effective` (the player moved), `won`,
 `boxes_on_target`; at a cut: `truncated_by="max_steps"`.
@@ -34,11 +40,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from arborl.tasks.sokoban.game import Board, render_grid
+from arborl.tasks.sokoban.picture import CELL_PX, VISUAL_BOARD_PROMPT, VISUAL_TEMPLATE, render_image
 from arborl.tasks.sokoban.projection import INVALID_ACTION_PENALTY, project, turn_reward
 from arborl.tasks.sokoban.prompt import HISTORY_LENGTH, board_prompt, first_prompt, prompt
 from arborl.tasks.sokoban.task import SokobanTask
 
 from ..base import Step, TextEnv, stable_hash
+from ..images import OBS_TYPES, ImageBounds, ObsType, image_part, multimodal_observation_space, text_part
 
 #: The room `reset()` plays without a task (what `check_env` gets).
 DEFAULT_TASK = {"id": "sokoban-default", "rows": ["######", "#P_X_#", "#___O#", "######"]}
@@ -58,12 +66,24 @@ class SokobanEnv(TextEnv):
         require_think: bool = True,
         render_mode: str | None = None,
         strict: bool = False,
+        obs_type: ObsType = "text",
+        cell_px: int = CELL_PX,
+        image_bounds: ImageBounds | None = None,
     ) -> None:
         """`history_length`: past turns in each prompt (verl-agent's env.history_length);
         `invalid_action_penalty`: verl-agent's invalid_action_penalty_coef (0: its
         use_invalid_action_penalty=False); `require_think`: a reply without ``<think>`` tags
-        is invalid, as verl-agent's projection has it."""
+        is invalid, as verl-agent's projection has it. `obs_type`: text | image | both (module
+        doc); `cell_px`: pixels per cell of the image; `image_bounds`: its largest side (a
+        larger room is shrunk, or refused with `oversize="refuse"`)."""
         super().__init__(render_mode=render_mode, strict=strict)
+        if obs_type not in OBS_TYPES:
+            raise ValueError(f"obs_type must be one of {OBS_TYPES}, got {obs_type!r}")
+        self.obs_type = obs_type
+        self.cell_px = cell_px
+        self.image_bounds = image_bounds or ImageBounds(max_side=1024, max_images=1)
+        if obs_type != "text":
+            self.observation_space = multimodal_observation_space(self.image_bounds)
         self.history_length = history_length
         self.invalid_action_penalty = invalid_action_penalty
         self.require_think = require_think
@@ -73,7 +93,7 @@ class SokobanEnv(TextEnv):
     async def on_reset(self, task: SokobanTask) -> str:
         self.board = task.board()
         self.history = []
-        return first_prompt(render_grid(self.board))
+        return self.message(first_prompt(render_grid(self.board)), VISUAL_TEMPLATE)
 
     async def on_step(self, action: str) -> Step:
         assert self.board is not None  # on_reset ran: the base enforces reset before step
@@ -94,12 +114,26 @@ class SokobanEnv(TextEnv):
         }
         if cut:
             info["truncated_by"] = "max_steps"
-        observation = self.observe(render_grid(self.board))
+        observation = self.message(self.observe(render_grid(self.board)), self.observe_visual())
         return Step(observation, reward=reward, terminated=won, truncated=cut, info=info)
 
     def observe(self, grid: str) -> str:
         """A later turn's message: verl-agent's whole prompt with the recent history."""
         return prompt(grid, self.history, self.history_length)
+
+    def observe_visual(self) -> str:
+        """A later turn's words beside the image (verl-agent's visual prompt, every turn)."""
+        return VISUAL_TEMPLATE
+
+    def message(self, text: str, visual: str) -> str | list[dict[str, Any]]:
+        """The turn's user message: `text` (the grid prompt), or the image with `visual` (its
+        prompt without the grid), or the image with `text`."""
+        if self.obs_type == "text":
+            return text
+        assert self.board is not None
+        image = image_part(render_image(self.board, self.cell_px), self.image_bounds)
+        words = visual if self.obs_type == "image" else text
+        return [{"role": "user", "content": [image, text_part(words)]}]
 
     async def on_finish(self) -> tuple[float, dict[str, Any]]:
         return 0.0, {"won": self.board is not None and self.board.solved()}
@@ -114,3 +148,6 @@ class SokobanChatEnv(SokobanEnv):
 
     def observe(self, grid: str) -> str:
         return board_prompt(grid)
+
+    def observe_visual(self) -> str:
+        return VISUAL_BOARD_PROMPT
