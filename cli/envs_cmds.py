@@ -1,5 +1,6 @@
-"""`arborl envs list`: the environments registered through arborl, built-in and user-made;
-`arborl envs serve`: one of them over OpenEnv's protocol (envs/openenv_server.py)."""
+"""`arborl envs list`: the environments and suites registered through arborl, each with its
+source (built in, an installed env package, an `--import`ed module), and the installed env
+packages, a broken one with its error; `arborl envs serve`: one of them over OpenEnv's protocol (envs/openenv_server.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import inspect
 import json
 import os
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from arborl.tasks.common import load_entry_point
@@ -28,23 +30,51 @@ def _summary(entry_point: Any) -> str:
     return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
+
+
 def cmd_envs_list(args: argparse.Namespace) -> int:
     import gymnasium
 
     import arborl.envs  # noqa: F401  (registers the built-in envs)
     from arborl.envs.registration import _name, registered_ids
+    from arborl.tasks import list_suites
+    from arborl.tasks.env_packages import GROUP, load_env_packages, registering_as, source_of
 
     for module in args.imports:  # user modules that call register_env when imported
         try:
-            importlib.import_module(module)
+            with registering_as(f"--import {module}"):
+                importlib.import_module(module)
         except ImportError as e:
             print(f"arborl envs list: cannot import {module}: {e}", file=sys.stderr)
             return 2
-    rows = [(i, _name(gymnasium.registry[i].entry_point)) for i in registered_ids()]
-    width = max(len(i) for i, _ in rows)
-    for env_id, entry in rows:
+    packages = load_env_packages()  # a broken one is listed below, never fatal
+    suites = list_suites()
+    env_rows = [(i, source_of("env", i), _name(gymnasium.registry[i].entry_point)) for i in registered_ids()]
+    header, *table = _table(("ENV ID", "SOURCE", "ENTRY POINT"), env_rows)
+    lines = [header]
+    for (env_id, _, _), line in zip(env_rows, table, strict=True):
         summary = _summary(gymnasium.registry[env_id].entry_point) if args.describe else ""
-        print(f"{env_id:<{width}}  {entry}" + (f"\n{'':<{width}}  {summary}" if summary else ""))
+        lines += [line, f"    {summary}"] if summary else [line]
+    lines.append("")
+    lines += _table(
+        ("SUITE", "ENV ID", "SOURCE"), [(s.name, s.env_id, source_of("suite", s.name)) for s in suites]
+    )
+    lines.append("")
+    if not packages:
+        lines.append(f"env packages (entry point group {GROUP}): none installed")
+    else:
+        lines.append(f"env packages (entry point group {GROUP}):")
+        for p in packages:
+            what = (
+                f"FAILED to load: {p.error}"
+                if p.error
+                else f"envs: {', '.join(p.env_ids) or 'none'}; suites: {', '.join(p.suites) or 'none'}"
+            )
+            lines.append(f"  {p.source}  {p.name} = {p.value}  {what}")
+    print("\n".join(lines))
     return 0
 
 
@@ -110,9 +140,11 @@ def register(sub: Any) -> None:
     inner = sp.add_subparsers(dest="envs_command", metavar="ACTION", required=True)
     p = inner.add_parser(
         "list",
-        help="ids registered through arborl (built-in, then user-made) and their entry points",
-        description="Ids registered through arborl (built-in, then user-made) and their entry points; "
-        "each works with gymnasium.make.",
+        help="env ids and suites (built-in, installed packages', your own) with their sources",
+        description="Env ids registered through arborl (each works with gymnasium.make) and the "
+        "suites (arborl eval suite=NAME), each with its source: built in, an installed env package "
+        "(its distribution and version; packages declare the entry point group arborl.envs) or an "
+        "--import'ed module; then the installed env packages, a broken one with its error.",
     )
     p.add_argument(
         "--import",

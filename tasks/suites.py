@@ -18,7 +18,9 @@ once (it must resolve 0 %).
 Each benchmark folder registers its own suites: `arborl.tasks.<folder>.suites` holds one
 `register_suite(Suite(...))` per suite, and the registry imports every such module the first
 time it is used (so adding a benchmark touches no table here, and importing `arborl.tasks`
-imports no benchmark). A user's module registers the same way (`arborl eval --import my_suites`).
+imports no benchmark). A user's module registers the same way (`arborl eval --import my_suites`),
+and so does an installed package through its `arborl.envs` entry point (`env_packages`): the
+lookups here load those once, after the built-in suites.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .common import EntryPointError, Policy, PolicyFactory, load_entry_point
+from .env_packages import BUILT_IN, load_env_packages, note_registered, registering_as
 from .task_types import Task
 
 
@@ -143,23 +146,35 @@ def load_builtin_suites() -> None:
         return
     _builtins_loaded = True
     package = importlib.import_module(__package__ or "arborl.tasks")
-    for folder in sorted(m.name for m in pkgutil.iter_modules(package.__path__) if m.ispkg):
-        name = f"{package.__name__}.{folder}.suites"
-        if importlib.util.find_spec(name) is not None:
-            importlib.import_module(name)
+    with registering_as(BUILT_IN):
+        for folder in sorted(m.name for m in pkgutil.iter_modules(package.__path__) if m.ispkg):
+            name = f"{package.__name__}.{folder}.suites"
+            if importlib.util.find_spec(name) is not None:
+                importlib.import_module(name)
+
+
+def _load_all() -> None:
+    """The built-in suites, then those of installed env packages (`env_packages`), each once."""
+    load_builtin_suites()
+    load_env_packages()
 
 
 def register_suite(suite: Suite, *, force: bool = False) -> Suite:
-    """Add a suite to the registry (an existing name needs ``force=True``)."""
+    """Add a suite to the registry (an existing name needs ``force=True``).
+
+    Only the built-in suites are loaded first, not the installed packages' (that would import
+    every package to register one suite); a package that registers a name taken by then is
+    reported broken (`arborl envs list`)."""
     load_builtin_suites()
     if suite.name in SUITES and not force and SUITES[suite.name] != suite:
         raise SuiteError(f"suite {suite.name!r} is already registered; pass force=True to replace it")
+    note_registered("suite", suite.name, replaced=suite.name in SUITES and SUITES[suite.name] != suite)
     SUITES[suite.name] = suite
     return suite
 
 
 def is_registered(name: str) -> bool:
-    load_builtin_suites()
+    _load_all()
     return name in SUITES
 
 
@@ -167,8 +182,9 @@ def get_suite(name: str) -> Suite:
     """The registered suite `name`, or, for a file or folder that is not a suite's name, the
     suite of the user's files there (`user_suites.suite_from_path`: what `arborl eval
     suite=PATH` reads; here without SWE-bench's repository options), so `arborl train
-    tasks.train=suite:PATH tasks.eval_suite=PATH` takes them too."""
-    load_builtin_suites()
+    tasks.train=suite:PATH tasks.eval_suite=PATH` takes them too. Installed env packages'
+    suites are registered by then (`env_packages`)."""
+    _load_all()
     if name in SUITES:
         return SUITES[name]
     from .user_suites import looks_like_path, suite_from_path  # the benchmarks' readers, only for a path
@@ -193,5 +209,5 @@ def _stamp(name: str) -> int:
 
 
 def list_suites() -> list[Suite]:
-    load_builtin_suites()
+    _load_all()
     return [SUITES[k] for k in sorted(SUITES)]

@@ -39,8 +39,11 @@ def test_unknown_config_group_option_is_a_clear_error():
 def test_envs_list_shows_builtin_and_user_envs(tmp_path):
     res = arborl("envs", "list")
     assert res.returncode == 0, res.stderr
-    ids = [line.split()[0] for line in res.stdout.splitlines()]
-    assert ids[:4] == ["arborl/Code-v0", "arborl/Tool-v0", "arborl/Desktop-v0", "arborl/Web-v0"]
+    lines = res.stdout.splitlines()
+    assert lines[0].split() == ["ENV", "ID", "SOURCE", "ENTRY", "POINT"]
+    ids = [line.split()[0] for line in lines[1:5]]
+    assert ids == ["arborl/Code-v0", "arborl/Tool-v0", "arborl/Desktop-v0", "arborl/Web-v0"]
+    assert all("built in" in line for line in lines[1:5])
     (tmp_path / "my_envs.py").write_text(
         "import gymnasium\n"
         "from arborl.envs import register_env\n"
@@ -60,8 +63,10 @@ def test_envs_list_shows_builtin_and_user_envs(tmp_path):
     assert "myorg/Echo-v0" in res.stdout and "Repeats what it is told." in res.stdout
     from arborl.envs.registration import BUILTIN_ENVS
 
-    # every env, built-in too, has its summary line
-    assert len(res.stdout.splitlines()) == 2 * (len(BUILTIN_ENVS) + 1)
+    # every env, built-in too, has its summary line under it, before the suites' table
+    envs = res.stdout.split("\n\nSUITE")[0].splitlines()
+    assert len(envs) == 1 + 2 * (len(BUILTIN_ENVS) + 1)
+    assert "--import my_envs" in next(line for line in envs if line.startswith("myorg/Echo-v0"))
     missing = arborl("envs", "list", "--import", "no_such_module_xyz")
     assert missing.returncode == 2 and "cannot import no_such_module_xyz" in missing.stderr
 

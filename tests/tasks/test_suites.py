@@ -144,6 +144,7 @@ def test_importing_tasks_imports_no_benchmark_and_listing_loads_no_suite():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == (
-        "['arborl.tasks', 'arborl.tasks.common', 'arborl.tasks.suites', 'arborl.tasks.task_types'] "
+        "['arborl.tasks', 'arborl.tasks.common', 'arborl.tasks.env_packages', 'arborl.tasks.suites', "
+        "'arborl.tasks.task_types'] "
         f"{sum(len(n) for n in SHIPPED.values())} []"
     )
