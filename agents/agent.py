@@ -61,6 +61,7 @@ from .episode import (
 from .overflow import Overflow, go_on
 from .seeding import GroupPlaces, generation_sampling
 from .trajectory import Trajectory, Turn
+from .vision import ImageEncoder, check_sees_images, is_processor
 
 __all__ = ["Agent", "AgentConfig", "AgentEpisode", "EpisodeState", "ForkMismatch", "Gate", "observation_text"]
 
@@ -114,9 +115,12 @@ class Agent:
         version_offset: int = 0,
     ) -> None:
         """`version_offset` is added to the engine's weight-update count to give each token's
-        policy version (a trainer that resumes at version v with a fresh engine passes v)."""
+        policy version (a trainer that resumes at version v with a fresh engine passes v).
+        A vision-language policy passes its processor as `tokenizer`: images in observations
+        then go through it with their ids (`arborl.agents.vision`)."""
         self.engine = engine
-        self.tokenizer = tokenizer
+        self.vision = ImageEncoder(tokenizer) if is_processor(tokenizer) else None
+        self.tokenizer = tokenizer.tokenizer if self.vision is not None else tokenizer
         self.config = config or AgentConfig()
         self.version_offset = version_offset
         self._template_checked: dict[str, list[str]] = {}
@@ -182,8 +186,16 @@ class Agent:
         messages = list(observation_messages(obs))
         tools = info.get("tools") or None
         self._check_template(tools)
-        chat = TokenizedChat.start(self.tokenizer, messages, tools=tools, strict=self.config.strict_template)
+        try:
+            check_sees_images(messages, self.vision, self.engine, self.config.context)
+        except BaseException:
+            await arelease(env)
+            raise
+        chat = TokenizedChat.start(
+            self.tokenizer, messages, tools=tools, strict=self.config.strict_template, vision=self.vision
+        )
         traj = Trajectory(prompt_ids=list(chat.ids), task_id=str(info.get("task_id", "")), group_id=group_id)
+        traj.prompt_images = chat.prompt_images
         traj.metrics["reset_s"] = time.perf_counter() - start
         state = EpisodeState(
             env,
@@ -242,7 +254,9 @@ class Agent:
             if demo is not None:
                 gen = await self._demonstrate(state, demo)
             else:
-                gen = (await self.engine.generate([state.chat.ids + head], sampling))[0]
+                images = state.chat.images()  # passed only when there are: text engines take none
+                extra = {"images": [images]} if images is not None else {}
+                gen = (await self.engine.generate([state.chat.ids + head], sampling, **extra))[0]
         except Exception as e:
             log.warning("generation failed: %s: %s", type(e).__name__, e)
             await end_episode(state, truncation="engine_error", error=f"{type(e).__name__}: {e}")
@@ -355,6 +369,7 @@ class Agent:
         msgs = list(observation_messages(obs))
         state.messages.extend(msgs)
         state.observations.append(msgs)
+        check_sees_images(msgs, self.vision, self.engine, self.config.context)
         if terminated or truncated:
             reason = None if terminated else str(info.get("truncated_by") or "env")
             await end_episode(state, truncation=reason, terminated=bool(terminated), finish_env=False)
@@ -363,12 +378,15 @@ class Agent:
         if self._room(state) < (1 if self.config.context == "truncate" else self.config.max_new_tokens):
             # No room left for a reply: the observation is not kept (the model never saw it).
             del state.chat.ids[len(state.chat.ids) - len(added) :]
+            if state.chat.last_images is not None:  # nor are its images
+                state.chat.appended_images.pop()
             if self.config.context == "truncate":
                 await end_episode(state, truncation="context_overflow")
             else:
                 await go_on(self, state, Overflow(turn, msgs, added))
             return
         turn.observation_ids = added
+        turn.observation_images = state.chat.last_images
         state.window.append((ids, added))
 
     def _sampling(self, state: EpisodeState, room: int) -> SamplingParams:

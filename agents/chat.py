@@ -18,6 +18,11 @@ n+1 messages extends the rendering of n) and returns what breaks it, e.g. templa
 earlier reasoning blocks. Such templates still train on exactly the tokens the model saw,
 but inference with `apply_chat_template` on the full history would show the model a
 different context, so the agent reports it instead of silently training on drift.
+
+Images (a vision-language policy, `vision`): the rendered text of the opening messages, and
+of each appended delta, goes through the model's processor once with the images of those
+messages (`arborl.agents.vision.ImageEncoder`): each placeholder expanded into the image's
+tokens, and the pixels kept beside the ids (`prompt_images`, `last_images`, `images()`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from .vision import ImageEncoder, ImageInputs
 
 Message = dict[str, Any]
 
@@ -101,6 +108,19 @@ class TokenizedChat:
     closing: str = ""  # what the template puts after an assistant turn's content
     last_response: list[int] = field(default_factory=list)
     awaiting_response: bool = True
+    vision: ImageEncoder | None = None  # a vision-language policy's processor
+    prompt_images: ImageInputs | None = None  # the images of the opening messages
+    last_images: ImageInputs | None = None  # the images of the last append_messages
+    appended_images: list[ImageInputs] = field(default_factory=list)  # every append's, in order
+
+    def images(self) -> ImageInputs | None:
+        """Every image of `ids`, in order."""
+        return ImageInputs.concat([self.prompt_images, *self.appended_images])
+
+    def _encode(self, text: str, messages: Sequence[Message]) -> tuple[list[int], ImageInputs | None]:
+        if self.vision is None:
+            return _encode(self.tokenizer, text), None
+        return self.vision.encode(text, messages)
 
     @classmethod
     def start(
@@ -109,10 +129,12 @@ class TokenizedChat:
         messages: Sequence[Message],
         tools: Sequence[dict] | None = None,
         strict: bool = False,
+        vision: ImageEncoder | None = None,
     ) -> TokenizedChat:
         """Render the opening messages once, ending with the generation prompt.
 
         With `strict`, a template that fails `check_append_only` raises ChatTemplateError.
+        With `vision`, images in the messages are processed with the ids (module doc).
         """
         if strict and (problems := check_append_only(tokenizer, tools)):
             raise ChatTemplateError("; ".join(problems))
@@ -121,13 +143,12 @@ class TokenizedChat:
         if not full.startswith(prompt + "A"):
             raise ChatTemplateError("the template does not render an assistant turn as prompt + content")
         text = _render(tokenizer, messages, tools, True)
-        return cls(
-            tokenizer,
-            list(tools) if tools else None,
-            _encode(tokenizer, text),
-            list(messages),
-            closing=full[len(prompt) + 1 :],
+        chat = cls(
+            tokenizer, list(tools) if tools else None, [], list(messages), closing=full[len(prompt) + 1 :]
         )
+        chat.vision = vision
+        chat.ids, chat.prompt_images = chat._encode(text, messages)
+        return chat
 
     def append_response(self, token_ids: Sequence[int]) -> None:
         """Append the engine's sampled ids exactly as they are."""
@@ -157,7 +178,9 @@ class TokenizedChat:
                 "appending messages rewrites earlier turns: the template is not append-only"
             )
         # One encode of delimiter rest + new turns: what tokenizing the full rendering gives here.
-        added = _encode(self.tokenizer, head + grown[len(base) :])
+        added, self.last_images = self._encode(head + grown[len(base) :], messages)
+        if self.last_images is not None:
+            self.appended_images.append(self.last_images)
         self.ids.extend(added)
         self.messages.extend(messages)
         self.awaiting_response = True

@@ -74,6 +74,7 @@ def snapshot(state: EpisodeState) -> EpisodeState:
     chat = copy.copy(state.chat)
     chat.ids, chat.messages = list(state.chat.ids), list(state.chat.messages)
     chat.last_response = list(state.chat.last_response)
+    chat.appended_images = list(state.chat.appended_images)
     traj = copy.copy(state.trajectory)
     traj.turns, traj.metrics = list(state.trajectory.turns), dict(state.trajectory.metrics)
     return EpisodeState(

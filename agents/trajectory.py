@@ -12,6 +12,10 @@ A trajectory is one token sequence, built by appending and never re-tokenized:
 - `observation_ids` are the template-formatted ids of what came back (end-of-turn delimiter,
   tool results, the next generation prompt): loss mask 0.
 - `Turn.reward` is the step reward; `Trajectory.outcome_reward` the episode's.
+- A vision-language policy's images travel with the ids they belong to, as its processor made
+  them (`arborl.agents.vision.ImageInputs`): `Trajectory.prompt_images` for the prompt's,
+  `Turn.observation_images` for an observation's. Their placeholder tokens are in the ids
+  already, expanded; `Trajectory.images()` is every image of `token_ids()`, in order.
 
 `TrajectoryTree` holds tree rollouts: each node is one `Turn` whose prefix is its ancestors'
 turns, so shared prefixes are stored (and were generated) once; `leaves()` flattens it into
@@ -35,10 +39,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .vision import ImageInputs
+
 #: v2 tree_path, v3 Turn.anchor_state_hash and response_entropies, v4 Turn.anchor_observation,
-#: v5 Trajectory.episode_id, v6 Turn.step_label
-SCHEMA_VERSION = 6
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+#: v5 Trajectory.episode_id, v6 Turn.step_label, v7 Trajectory.prompt_images and
+#: Turn.observation_images
+SCHEMA_VERSION = 7
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 
 
 @dataclass(slots=True)
@@ -70,6 +77,8 @@ class Turn:
     #: whose host tool labels its calls through `ToolEpisode.step_label`). Only an oracle
     #: estimator reads it (``oracle_step``): the policy never sees it.
     step_label: float | None = None
+    #: The processor's tensors for the images of `observation_ids` (None: it shows none).
+    observation_images: ImageInputs | None = None
 
     def __post_init__(self) -> None:
         if len(self.response_logprobs) != len(self.response_ids):
@@ -100,6 +109,8 @@ class Trajectory:
     #: context was rewritten: a sliding window, a summary, a harness that rewrote history);
     #: "" when the trajectory is the whole episode. See `episode_view`.
     episode_id: str = ""
+    #: The processor's tensors for the images of `prompt_ids` (None: it shows none).
+    prompt_images: ImageInputs | None = None
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + sum(len(t.response_ids) + len(t.observation_ids) for t in self.turns)
@@ -154,6 +165,10 @@ class Trajectory:
             spans.append((pos, pos + len(t.response_ids)))
             pos += len(t.response_ids) + len(t.observation_ids)
         return spans
+
+    def images(self) -> ImageInputs | None:
+        """Every image of `token_ids()`, in order (what one forward pass over it reads)."""
+        return ImageInputs.concat([self.prompt_images, *(t.observation_images for t in self.turns)])
 
     @property
     def num_response_tokens(self) -> int:
@@ -269,6 +284,7 @@ def join_turns(parts: Sequence[Turn]) -> Turn:
         anchor_state_hash=parts[0].anchor_state_hash,
         anchor_observation=parts[0].anchor_observation,
         step_label=last.step_label,
+        observation_images=last.observation_images,
         response_entropies=(
             [x for p in parts for x in p.response_entropies]
             if all(p.response_entropies or not p.response_ids for p in parts)
@@ -303,10 +319,18 @@ def episode_view(segments: Sequence[Trajectory]) -> Trajectory:
         terminated=last.terminated,
         truncation=last.truncation,
         metrics=dict(last.metrics),
+        prompt_images=first.prompt_images,
     )
 
 
 # ---- Parquet ----------------------------------------------------------------------------------
+_IMAGES = pa.struct(  # `ImageInputs.to_row`: float32 pixels bit for bit, flat, with their shape
+    [
+        ("pixel_values", pa.list_(pa.float32())),
+        ("pixel_shape", pa.list_(pa.int32())),
+        ("image_grid_thw", pa.list_(pa.int64())),
+    ]
+)
 _TURN = pa.struct(
     [
         ("response_ids", pa.list_(pa.int32())),
@@ -323,6 +347,7 @@ _TURN = pa.struct(
         ("response_entropies", pa.list_(pa.float32())),
         ("anchor_observation", pa.string()),
         ("step_label", pa.float64()),
+        ("observation_images", _IMAGES),
     ]
 )
 SCHEMA = pa.schema(
@@ -338,6 +363,7 @@ SCHEMA = pa.schema(
         ("metrics", pa.map_(pa.string(), pa.float64())),
         ("tree_path", pa.list_(pa.int32())),
         ("episode_id", pa.string()),
+        ("prompt_images", _IMAGES),
     ],
     metadata={b"arborl.trajectory_schema": str(SCHEMA_VERSION).encode()},
 )
@@ -349,14 +375,22 @@ def _row(t: Trajectory) -> dict[str, Any]:
         "task_id": t.task_id,
         "group_id": t.group_id,
         "prompt_ids": t.prompt_ids,
-        "turns": [dataclasses.asdict(turn) for turn in t.turns],
+        "turns": [_turn_row(turn) for turn in t.turns],
         "outcome_reward": t.outcome_reward,
         "terminated": t.terminated,
         "truncation": t.truncation,
         "metrics": list(t.metrics.items()),
         "tree_path": t.tree_path,
         "episode_id": t.episode_id,
+        "prompt_images": t.prompt_images.to_row() if t.prompt_images is not None else None,
     }
+
+
+def _turn_row(turn: Turn) -> dict[str, Any]:
+    row = {f.name: getattr(turn, f.name) for f in dataclasses.fields(turn)}
+    images = turn.observation_images
+    row["observation_images"] = images.to_row() if images is not None else None
+    return row
 
 
 def write_trajectories(path: str | Path, trajectories: Sequence[Trajectory]) -> Path:
@@ -388,6 +422,7 @@ def read_trajectories(paths: str | Path | Iterable[str | Path]) -> list[Trajecto
                         "anchor_state_hash": turn.get("anchor_state_hash") or "",
                         "anchor_observation": turn.get("anchor_observation") or "",
                         "response_entropies": list(turn.get("response_entropies") or []),
+                        "observation_images": ImageInputs.from_row(turn.get("observation_images")),
                     }
                 )
                 for turn in row.pop("turns")
@@ -395,5 +430,6 @@ def read_trajectories(paths: str | Path | Iterable[str | Path]) -> list[Trajecto
             row["metrics"] = dict(row["metrics"] or [])
             row["tree_path"] = list(row.get("tree_path") or [])
             row["episode_id"] = row.get("episode_id") or ""
+            row["prompt_images"] = ImageInputs.from_row(row.get("prompt_images"))
             out.append(Trajectory(turns=turns, **row))
     return out

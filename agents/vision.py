@@ -129,6 +129,10 @@ class ImageEncoder:
         self.processor = processor
         self.tokenizer = processor.tokenizer
         self.image_token: str = processor.image_token
+        if not getattr(
+            self.tokenizer, "chat_template", None
+        ):  # the template may live with the processor only
+            self.tokenizer.chat_template = processor.chat_template
 
     def encode(
         self, text: str, messages: Sequence[Mapping[str, Any]]
@@ -178,6 +182,31 @@ def model_inputs(model: Any, ids: Sequence[int], images: ImageInputs | None) -> 
     }
 
 
+def check_sees_images(
+    messages: Sequence[Mapping[str, Any]], vision: ImageEncoder | None, engine: Any, context: str
+) -> None:
+    """Raise `VisionError`, naming the fix, when `messages` show images a policy cannot take."""
+    if not message_images(messages):
+        return
+    if vision is None:
+        raise VisionError(
+            "the observation shows images but the policy reads text only (no vision tower, a text "
+            "tokenizer): use a vision-language model (model.path= a Qwen2-VL / Qwen2.5-VL checkpoint; "
+            "arborl.agents.tiny_vlm in tests) and pass its processor (arborl.agents.vision.load_processor) "
+            "where the tokenizer goes, or set the env's obs_type='text'"
+        )
+    if not getattr(engine, "accepts_images", False):
+        raise VisionError(
+            f"the {getattr(engine, 'kind', '') or type(engine).__name__} engine does not take images "
+            "with this model: use model.engine=transformers with a vision-language model"
+        )
+    if context != "truncate":
+        raise VisionError(
+            f"context={context!r} rewrites the context, which episodes with images do not support "
+            "yet: use context=truncate"
+        )
+
+
 def has_vision(model_or_config: Any) -> bool:
     """Whether a model (or its config) has a vision tower."""
     cfg = getattr(model_or_config, "config", model_or_config)
@@ -188,6 +217,7 @@ __all__ = [
     "ImageEncoder",
     "ImageInputs",
     "VisionError",
+    "check_sees_images",
     "has_vision",
     "image_only_processor_class",
     "is_processor",

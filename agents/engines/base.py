@@ -162,6 +162,9 @@ class InferenceEngine(abc.ABC):
 
     #: the registry name of the backend ("transformers", "vllm", "openai")
     kind: str = ""
+    #: whether `generate` takes ``images=`` (one `arborl.agents.vision.ImageInputs` or None per
+    #: prompt, the images whose placeholder tokens the prompt holds): a vision-language model
+    accepts_images: bool = False
 
     @abc.abstractmethod
     async def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:

@@ -41,6 +41,8 @@ class Row:
     sampling: SamplingParams
     prompt_index: int
     sample_index: int
+    #: the prompt's images (`arborl.agents.vision.ImageInputs`), for engines that take them
+    images: Any = None
 
     @property
     def seed(self) -> int | None:
@@ -56,9 +58,12 @@ class RowResult:
     entropies: list[float] | None = None  # of each token's sampling distribution; None: not reported
 
 
-def expand_rows(prompts: Sequence[list[int]], sampling: SamplingParams) -> list[Row]:
-    """Prompt-major rows ``[p0s0, p0s1, ..., p1s0, ...]``."""
-    return [Row(p, sampling, i, j) for i, p in enumerate(prompts) for j in range(sampling.n)]
+def expand_rows(
+    prompts: Sequence[list[int]], sampling: SamplingParams, images: Sequence[Any] | None = None
+) -> list[Row]:
+    """Prompt-major rows ``[p0s0, p0s1, ..., p1s0, ...]`` (with each prompt's `images`)."""
+    shown = list(images) if images is not None else [None] * len(prompts)
+    return [Row(p, sampling, i, j, shown[i]) for i, p in enumerate(prompts) for j in range(sampling.n)]
 
 
 def _generations(rows: list[Row], results: list[RowResult], start: float, version: int) -> list[Generation]:

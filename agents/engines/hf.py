@@ -23,6 +23,10 @@ repeating them (`attn_implementation="sdpa_gqa"`, `arborl.kernels.attention`).
 A weight update may land between two decode steps: the batch then prefills every row again
 (prompt + tokens so far) with the new weights, so each token is sampled by exactly the
 policy version it records, with that policy's log-prob.
+
+A vision-language model (`accepts_images`) takes each prompt's images with it
+(``generate(prompts, sampling, images=[...])``); such a prompt is prefilled alone, with its
+pixels and M-RoPE positions, and decoded in the same batch (`hf_vision`).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from .base import (
 )
 from .batching import Row, RowResult, StepRunner, expand_rows
 from .config import HFEngineConfig
+from .hf_vision import empty_cache, load_model, prefill_with_images, score_with_images, text_config
 from .scoring import processed_logits, sample_rows, score_tokens
 from .weights import load_state_dict_from_path
 
@@ -70,22 +75,21 @@ class HFEngine(InferenceEngine):
     def __init__(self, config: HFEngineConfig, model: Any | None = None) -> None:
         """Load `config.model` with `from_pretrained`, or wrap an already loaded `model` (which
         is switched to `config.attn_implementation`)."""
-        from transformers import AutoModelForCausalLM
-
         from arborl.kernels.attention import register_sdpa_gqa
+
+        from ..vision import has_vision
 
         register_sdpa_gqa()
         self.config = config
-        self.model: Any = model or AutoModelForCausalLM.from_pretrained(
-            config.model, dtype=_DTYPES[config.dtype], attn_implementation=config.attn_implementation
-        )
+        self.model: Any = model or load_model(config.model, _DTYPES[config.dtype], config.attn_implementation)
         if self.model.config._attn_implementation != config.attn_implementation:
             self.model.set_attn_implementation(config.attn_implementation)
         self.model.to(config.device).eval()
         self.device = torch.device(config.device)
         self.eos_ids = _eos_ids(self.model)
-        self.vocab_size = int(self.model.config.vocab_size)
-        self.max_positions = int(getattr(self.model.config, "max_position_embeddings", 1 << 30))
+        self.accepts_images = has_vision(self.model)
+        self.vocab_size = int(text_config(self.model).vocab_size)
+        self.max_positions = int(getattr(text_config(self.model), "max_position_embeddings", 1 << 30))
         #: torch threads of the decode thread (thread-local; None: torch's default), followed
         #: from one decode step to the next.
         self.threads = config.torch_threads
@@ -106,7 +110,9 @@ class HFEngine(InferenceEngine):
         """How many weight updates have been applied."""
         return self._runner.weights_version
 
-    async def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
+    async def generate(
+        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams, images: Sequence[Any] | None = None
+    ) -> list[Generation]:
         import time
 
         start = time.perf_counter()
@@ -117,7 +123,9 @@ class HFEngine(InferenceEngine):
                 f"prompt ({longest}) + max_new_tokens ({sampling.max_new_tokens}) exceeds the "
                 f"model's {self.max_positions} positions"
             )
-        return await self._runner.generate(expand_rows(checked, sampling), start)
+        if images is not None and any(i is not None for i in images) and not self.accepts_images:
+            raise EngineError(f"{self.config.model} has no vision tower: it cannot take images")
+        return await self._runner.generate(expand_rows(checked, sampling, images), start)
 
     async def update_weights(self, weights: WeightsSource) -> None:
         """Copy `weights` into the model's parameters in place (same names as `state_dict()`)."""
@@ -147,8 +155,10 @@ class HFEngine(InferenceEngine):
         temperature: float = 1.0,
         top_k: int = 0,
         top_p: float = 1.0,
+        images: Any = None,
     ) -> torch.Tensor:
-        """Teacher-forced float64 log-probs of `response_ids` after `prompt_ids`.
+        """Teacher-forced float64 log-probs of `response_ids` after `prompt_ids` (and its
+        `images`, an `ImageInputs`).
 
         Runs a float64 copy of the current weights (a reference for tests and checks; the
         trainer scores with its own model). Same convention as `Generation.logprobs`.
@@ -157,15 +167,40 @@ class HFEngine(InferenceEngine):
             if self._reference is None:
                 reference: Any = copy.deepcopy(self.model)
                 self._reference = reference.to(torch.float64)
+            if images is not None:
+                return score_with_images(
+                    self._reference, prompt_ids, response_ids, images, temperature, top_k, top_p
+                )
             return score_tokens(self._reference, prompt_ids, response_ids, temperature, top_k, top_p)
 
     # -- the decode loop (the runner's thread) --------------------------------------------
 
     @torch.inference_mode()
-    def prefill(self, seqs: list[list[int]]) -> tuple[_Kv, torch.Tensor, torch.Tensor]:
-        """Left-padded KV per layer ``[B, heads, W, dim]``, attention mask ``[B, W]`` and
-        next-token logits ``[B, V]`` of `seqs`, computed without padding tokens and with
-        every shared prefix computed once (a walk down the rows' prefix tree)."""
+    def prefill(
+        self, seqs: list[list[int]], images: Sequence[Any] | None = None
+    ) -> tuple[_Kv, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Left-padded KV per layer ``[B, heads, W, dim]``, attention mask ``[B, W]``,
+        next-token logits ``[B, V]`` and rope deltas ``[B]`` of `seqs`, computed without
+        padding tokens; text rows with every shared prefix computed once (a walk down their
+        prefix tree), rows with `images` each alone (`hf_vision`)."""
+        shown = list(images) if images is not None else [None] * len(seqs)
+        text = [i for i, im in enumerate(shown) if im is None]
+        rows: list[_Kv] = [[] for _ in seqs]
+        logits: list[torch.Tensor] = [torch.empty(0)] * len(seqs)
+        deltas = [0] * len(seqs)
+        if text:
+            text_rows, text_logits = self._prefill_text([seqs[i] for i in text])
+            for j, i in enumerate(text):
+                rows[i], logits[i] = text_rows[j], text_logits[j]
+        for i, im in enumerate(shown):
+            if im is not None:
+                rows[i], logits[i], deltas[i] = prefill_with_images(self.model, seqs[i], im)
+        ones = [torch.ones((1, len(s)), dtype=torch.long, device=self.device) for s in seqs]
+        kv, mask = _stack_left(rows, ones)
+        return kv, mask, torch.stack(logits), torch.tensor(deltas, device=self.device)
+
+    def _prefill_text(self, seqs: list[list[int]]) -> tuple[list[_Kv], list[torch.Tensor]]:
+        """Per-row KV and next-token logits of text rows, down their prefix tree."""
         rows: list[_Kv] = [[] for _ in seqs]
         logits: list[torch.Tensor] = [torch.empty(0)] * len(seqs)
 
@@ -199,9 +234,7 @@ class HFEngine(InferenceEngine):
         start, base = self._cached_prefix(seqs)
         walk(list(range(len(seqs))), base, start, torch.empty(0))
         self._recent = (self._recent + [(s, kv) for s, kv in zip(seqs, rows, strict=True)])[-32:]
-        ones = [torch.ones((1, len(s)), dtype=torch.long, device=self.device) for s in seqs]
-        kv, mask = _stack_left(rows, ones)
-        return kv, mask, torch.stack(logits)
+        return rows, logits
 
     def _cached_prefix(self, seqs: list[list[int]]) -> tuple[int, _Kv]:
         """The longest start of every row in `seqs` that a recently prefilled row shares, and
@@ -224,10 +257,9 @@ class HFEngine(InferenceEngine):
     def _cache(self, kv: _Kv) -> Any:
         """A transformers cache holding `kv` (per layer) without copying it; the model's
         update concatenates onto it, so `kv` itself stays as it is (a shared prefix's)."""
-        from transformers import DynamicCache
         from transformers.cache_utils import DynamicLayer
 
-        cache = DynamicCache(config=self.model.config)
+        cache = empty_cache(self.model)
         for i, (k, v) in enumerate(kv):
             if i == len(cache.layers):
                 cache.layers.append(DynamicLayer())
@@ -238,17 +270,17 @@ class HFEngine(InferenceEngine):
 
     @torch.inference_mode()
     def decode(
-        self, layers: list[Any], mask: torch.Tensor, tokens: torch.Tensor
+        self, layers: list[Any], mask: torch.Tensor, tokens: torch.Tensor, deltas: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One decode step: `tokens` [B] appended to the cache `layers` (`hf_cache.RoomyLayer`s,
-        written in place); the new mask and logits."""
+        written in place); the new mask and logits. `deltas` [B]: each row's rope delta."""
         from transformers.cache_utils import Cache
 
         mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
         logits = self.model(
             input_ids=tokens.unsqueeze(1),
             attention_mask=mask,
-            position_ids=mask.sum(-1, keepdim=True) - 1,
+            position_ids=mask.sum(-1, keepdim=True) - 1 + (0 if deltas is None else deltas.unsqueeze(1)),
             past_key_values=Cache(layers=layers),
         ).logits[:, -1]
         return mask, logits
@@ -310,6 +342,7 @@ class _DecodeBatch:
         self._layers: list[Any] | None = None  # the same cache, as `RoomyLayer`s to decode into
         self.mask = torch.zeros((0, 0), dtype=torch.long)
         self.logits = torch.zeros((0, 0))
+        self.deltas = torch.zeros(0, dtype=torch.long)  # each row's rope delta (0: text only)
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -337,16 +370,18 @@ class _DecodeBatch:
             _Slot(r, key, stops(r), None if r.seed is None else torch.Generator(e.device).manual_seed(r.seed))
             for r, key in zip(rows, keys, strict=True)
         ]
-        kv, mask, logits = e.prefill([s.row.prompt for s in slots])
+        kv, mask, logits, deltas = e.prefill([s.row.prompt for s in slots], [s.row.images for s in slots])
         if self.slots:
             kv, mask = _stack_left([self.kv, kv], [self.mask, mask])
-            logits = torch.cat([self.logits, logits])
-        self.slots += slots
+            logits, deltas = torch.cat([self.logits, logits]), torch.cat([self.deltas, deltas])
+        self.slots, self.deltas = self.slots + slots, deltas
         self.kv, self.mask, self.logits, self.version = kv, mask, logits, version
 
     @torch.inference_mode()
     def refresh(self, version: int) -> None:
-        self.kv, self.mask, self.logits = self.engine.prefill([s.row.prompt + s.tokens for s in self.slots])
+        self.kv, self.mask, self.logits, self.deltas = self.engine.prefill(
+            [s.row.prompt + s.tokens for s in self.slots], [s.row.images for s in self.slots]
+        )
         self.version = version
 
     @torch.inference_mode()
@@ -358,7 +393,7 @@ class _DecodeBatch:
             return
         self.slots = [self.slots[i] for i in idx]
         if not idx:
-            self.kv, self.mask, self.logits = [], self.mask[:0], self.logits[:0]
+            self.kv, self.mask, self.logits, self.deltas = [], self.mask[:0], self.logits[:0], self.deltas[:0]
             return
         at = torch.tensor(idx, device=self.mask.device)
         mask = self.mask[at]
@@ -367,7 +402,7 @@ class _DecodeBatch:
 
         self.mask = mask[:, first:]
         self._layers = [RoomyLayer.gather(k, v, at, first) for k, v in self.kv]  # one copy, with room
-        self.logits = self.logits[at]
+        self.logits, self.deltas = self.logits[at], self.deltas[at]
 
     @torch.inference_mode()
     def step(self) -> list[tuple[Any, RowResult]]:
@@ -403,5 +438,6 @@ class _DecodeBatch:
                 from .hf_cache import RoomyLayer
 
                 self._layers = [RoomyLayer.of(k, v) for k, v in self._kv]
-            self.mask, self.logits = self.engine.decode(self._layers, self.mask, nxt[going])
+            deltas = self.deltas if bool(self.deltas.any()) else None
+            self.mask, self.logits = self.engine.decode(self._layers, self.mask, nxt[going], deltas)
         return done

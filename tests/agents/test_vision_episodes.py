@@ -1,0 +1,175 @@
+"""Token-exact multimodal turns with the tiny VLM (issue 52 §3-4): the transformers engine
+generates from images as transformers' own `generate` does; an agent's episode on Sokoban's
+picture stores the processor's ids and pixels with each turn; a learner's one forward pass
+over the stored trajectory gives the engine's log-probs; Parquet carries the images (v7) and
+still reads v6 files; a text-only policy given images fails at start, naming the fix."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer, Qwen2VLForConditionalGeneration
+
+import arborl.envs  # noqa: F401 - registers the ids
+from arborl.agents import Agent, AgentConfig
+from arborl.agents.engines import HFEngineConfig, SamplingParams, make_engine
+from arborl.agents.engines.hf_vision import score_with_images
+from arborl.agents.trajectory import SCHEMA_VERSION, Trajectory, Turn, read_trajectories, write_trajectories
+from arborl.agents.vision import ImageEncoder, ImageInputs, VisionError, load_processor, model_inputs
+from arborl.envs.images import message_images
+from arborl.tasks import get_suite
+
+V6_FILE = Path(__file__).parent / "data" / "trajectories-v6.parquet"  # written by the v6 code
+
+
+@pytest.fixture(scope="module")
+def processor(tiny_vlm):
+    return load_processor(tiny_vlm)
+
+
+@pytest.fixture(scope="module")
+def vlm(tiny_vlm):
+    return Qwen2VLForConditionalGeneration.from_pretrained(tiny_vlm).eval()
+
+
+@pytest.fixture(scope="module")
+def task():
+    return get_suite("sokoban-6x6").tasks()[0]
+
+
+def opening(task, obs_type="image"):
+    env = gymnasium.make("arborl/Sokoban-v0", obs_type=obs_type)
+    obs, _ = env.reset(options={"task": task})
+    env.close()
+    return list(obs)
+
+
+def test_the_engine_generates_from_images_as_transformers_does(tiny_vlm, processor, vlm, task):
+    messages = opening(task)
+    inputs = processor.apply_chat_template(
+        messages, tokenize=True, return_dict=True, add_generation_prompt=True, return_tensors="pt"
+    )
+    with torch.no_grad():
+        expected = vlm.generate(**inputs, max_new_tokens=12, do_sample=False, eos_token_id=[])
+    expected = expected[0, inputs["input_ids"].shape[1] :].tolist()
+    prompt = inputs["input_ids"][0].tolist()
+    images = ImageInputs(inputs["pixel_values"].numpy(), inputs["image_grid_thw"].numpy())
+    text_prompt = processor.tokenizer.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+    engine = make_engine(HFEngineConfig(model=str(tiny_vlm)))
+    assert engine.accepts_images
+    greedy = SamplingParams(temperature=0, max_new_tokens=12, ignore_eos=True)
+
+    async def run():
+        # an image row and a text row decode in one batch; each as it would alone
+        both = await engine.generate([prompt, text_prompt], greedy, images=[images, None])
+        alone = await engine.generate([text_prompt], greedy)
+        await engine.close()
+        return both, alone
+
+    (with_image, text), (text_alone,) = asyncio.run(run())
+    assert with_image.token_ids == expected
+    assert text.token_ids == text_alone.token_ids
+    reference = engine.score(prompt, with_image.token_ids, images=images)  # float64, one forward pass
+    assert np.allclose(with_image.logprobs, reference.numpy(), atol=1e-4)
+    other = ImageInputs(np.zeros_like(images.pixel_values), images.image_grid_thw)
+    assert not np.allclose(
+        engine.score(prompt, with_image.token_ids, images=other).numpy(), reference.numpy()
+    )
+
+
+def test_an_episode_keeps_the_processors_ids_and_pixels_and_the_learner_agrees(
+    tiny_vlm, processor, vlm, task
+):
+    engine = make_engine(HFEngineConfig(model=str(tiny_vlm)))
+    config = AgentConfig(
+        max_turns=3, max_new_tokens=8, max_context_tokens=4096, sampling=SamplingParams(seed=3)
+    )
+    agent = Agent(engine, processor, config)
+    env = gymnasium.make("arborl/Sokoban-v0", obs_type="image")
+
+    async def run():
+        ep = await agent.run_episode(env, task, group_id="g")
+        await engine.close()
+        return ep
+
+    ep = asyncio.run(run())
+    env.close()
+    traj = ep.trajectory
+    assert ep.error is None and len(traj.turns) == 3, ep.error
+    # the prompt is the processor's own rendering of reset's messages, ids and pixels
+    reference = processor.apply_chat_template(
+        opening(task), tokenize=True, return_dict=True, add_generation_prompt=True, return_tensors="np"
+    )
+    assert traj.prompt_ids == reference["input_ids"][0].tolist()
+    assert np.array_equal(traj.prompt_images.pixel_values, reference["pixel_values"])
+    # each kept observation carries its own image, processed by the processor's image processor
+    pictures = message_images([m for m in ep.messages[1:] if m["role"] == "user"])
+    kept = [t.observation_images for t in traj.turns if t.observation_ids]
+    assert all(k is not None and k.num_images == 1 for k in kept)
+    ip = processor.image_processor(images=pictures[: len(kept)], return_tensors="np")
+    assert np.array_equal(np.concatenate([k.pixel_values for k in kept]), ip["pixel_values"])
+    everything = traj.images()
+    pads = int((traj.token_ids() == processor.image_token_id).sum())
+    assert (
+        pads == int(everything.image_grid_thw.prod(axis=1).sum()) // processor.image_processor.merge_size**2
+    )
+    # the learner: one forward pass over the stored ids and pixels, nothing re-tokenised
+    with torch.no_grad():
+        kwargs = model_inputs(vlm, traj.token_ids().tolist(), everything)
+        kwargs.pop("rope_delta")
+        logp = vlm(**kwargs).logits[0, :-1].double().log_softmax(-1)
+    ids = torch.as_tensor(traj.token_ids())
+    learner = logp.gather(1, ids[1:].unsqueeze(1)).squeeze(1).numpy()
+    mask = traj.loss_mask()[1:].astype(bool)
+    assert np.allclose(learner[mask], traj.behavior_logprobs()[1:][mask], atol=1e-4)
+    # and a float64 copy agrees turn by turn, each turn scored after the images before it
+    reference = copy.deepcopy(vlm).double()
+    for k, (turn, (a, _)) in enumerate(zip(traj.turns, traj.turn_spans(), strict=True)):
+        before = ImageInputs.concat([traj.prompt_images, *(t.observation_images for t in traj.turns[:k])])
+        ref = score_with_images(reference, traj.token_ids()[:a].tolist(), turn.response_ids, before)
+        assert np.allclose(ref.numpy(), turn.response_logprobs, atol=1e-4)
+
+
+def test_parquet_carries_images_bit_for_bit_and_reads_v6(tmp_path, processor, task):
+    messages = opening(task)
+    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ids, images = ImageEncoder(processor).encode(text, messages)
+    odd = ImageInputs(
+        images.pixel_values * np.float32(1 / 3), images.image_grid_thw
+    )  # values no decimal round-trips
+    traj = Trajectory(
+        prompt_ids=ids,
+        prompt_images=images,
+        turns=[Turn([5, 6], [-0.5, -0.25], [7], observation_images=odd), Turn([8], [-0.125])],
+    )
+    path = write_trajectories(tmp_path / "t.parquet", [traj, Trajectory(prompt_ids=[1])])
+    back, plain = read_trajectories(path)
+    assert back == traj and plain.prompt_images is None
+    assert back.prompt_images.pixel_values.dtype == np.float32
+    assert back.turns[0].observation_images == odd and back.turns[1].observation_images is None
+    assert back.images() == ImageInputs.concat([images, odd])
+    assert SCHEMA_VERSION == 7
+    (old,) = read_trajectories(V6_FILE)
+    assert old.prompt_ids == [1, 2, 3] and old.turns[0].step_label == 1.0 and old.episode_id == "e"
+    assert old.prompt_images is None and old.images() is None
+
+
+def test_a_text_policy_given_images_fails_at_start_naming_the_fix(tiny_model, tiny_vlm, task):
+    text_engine = make_engine(HFEngineConfig(model=str(tiny_model)))
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    env = gymnasium.make("arborl/Sokoban-v0", obs_type="image")
+    with pytest.raises(VisionError, match=r"vision-language model .* obs_type='text'"):
+        asyncio.run(Agent(text_engine, tok).start(env, task))
+    with pytest.raises(Exception, match="no vision tower"):
+        asyncio.run(text_engine.generate([[1, 2]], SamplingParams(max_new_tokens=1), images=[object()]))
+    # a VLM's processor with an engine that takes no images (its kind named)
+    with pytest.raises(VisionError, match="does not take images"):
+        asyncio.run(Agent(text_engine, load_processor(tiny_vlm)).start(env, task))
+    asyncio.run(text_engine.close())
+    env.close()
