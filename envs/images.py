@@ -29,6 +29,8 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field
 
+from arborl.sandboxes import SandboxError
+
 from .spaces import ROLES, SAMPLE_CHARSET, UnicodeText
 
 #: What an env with pixels shows the model: the text alone, the image alone, or both.
@@ -40,8 +42,12 @@ class ImageBoundsError(ValueError):
     """An image is over a bound (size or count) that says to refuse it."""
 
 
-class CorruptImage(RuntimeError):
-    """Image bytes (a screenshot) that do not decode: an infrastructure error, not a score."""
+class CorruptImage(SandboxError):
+    """A screenshot that failed or does not decode: the env's infrastructure failed (a
+    `SandboxError` of fault "infra": the step ends the episode as ``sandbox_infra``, which
+    evaluation retries and training leaves out), never the agent's 0."""
+
+    fault = "infra"
 
 
 class ImageBounds(BaseModel):
@@ -82,6 +88,19 @@ def _shrink(arr: np.ndarray, max_side: int) -> np.ndarray:
     scale = max_side / max(height, width)
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
     return np.asarray(Image.fromarray(arr).resize(size, Image.Resampling.BICUBIC), dtype=np.uint8)
+
+
+def with_image(
+    messages: Sequence[Mapping[str, Any]], pixels: Any, bounds: ImageBounds | None = None
+) -> tuple[dict[str, Any], ...]:
+    """`messages` with `pixels` shown first in the last message (the step's observation), its
+    text after the image."""
+    out = [dict(m) for m in messages]
+    last = out[-1]
+    content = last.get("content")
+    parts = list(content) if isinstance(content, list | tuple) else [text_part(str(content or ""))]
+    last["content"] = [image_part(pixels, bounds), *parts]
+    return tuple(out)
 
 
 def text_part(text: str) -> dict[str, Any]:
@@ -205,4 +224,5 @@ __all__ = [
     "message_images",
     "multimodal_observation_space",
     "text_part",
+    "with_image",
 ]

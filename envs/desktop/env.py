@@ -33,6 +33,7 @@ from arborl.sandboxes import Limits, SandboxCrashed, SandboxSpec, SandboxUnrespo
 from arborl.tasks.osworld import DesktopTask, check_task, load_osworld_task
 
 from ..base import Step, TaskError, stable_hash
+from ..images import OBS_TYPES, CorruptImage, ImageBounds, ObsType, multimodal_observation_space, with_image
 from ..sandboxed import SandboxEnv
 from ..spaces import UnicodeText, chat_observation_space
 from .a11y import linearize, read_tree
@@ -66,6 +67,12 @@ Reply WAIT to wait a moment, DONE when the task is complete, FAIL if it cannot b
 HOME = "/home/agent"
 ObservationType = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree"]
 OBSERVATION_TYPES: tuple[str, ...] = ("screenshot", "a11y_tree", "screenshot_a11y_tree")
+#: The OSWorld observation type of each `obs_type` (what a vision-language policy is shown).
+_OBSERVATION_OF: dict[str, ObservationType] = {
+    "text": "a11y_tree",
+    "image": "screenshot",
+    "both": "screenshot_a11y_tree",
+}
 #: Desktop defaults written into the home directory of every desktop sandbox: no blinking
 #: cursor or animations (screenshots of the same state are equal), and which app opens what
 #: when a file is double-clicked in the file manager.
@@ -123,6 +130,8 @@ class DesktopEnv(SandboxEnv):
         limits: Limits | None = None,
         system_prompt: str = SYSTEM_PROMPT,
         observation_type: ObservationType = "screenshot",
+        obs_type: ObsType | None = None,
+        image_bounds: ImageBounds | None = None,
         **kwargs: Any,
     ) -> None:
         """
@@ -137,15 +146,31 @@ class DesktopEnv(SandboxEnv):
             observation_type: OSWorld's observation types: "screenshot" (pixels), "a11y_tree"
                 (the accessibility tree: XML in `obs["a11y_tree"]`, a table of its named
                 nodes in the messages) or "screenshot_a11y_tree" (both).
+            obs_type: for a vision-language policy, what its messages show: "image" (the
+                screenshot as an image part: observation_type "screenshot"), "text" (the
+                tree's table: "a11y_tree") or "both" ("screenshot_a11y_tree", the screenshot
+                in the messages). Unset: `observation_type`, the pixels beside the messages
+                only. A screenshot that fails then is an infrastructure error (`CorruptImage`).
+            image_bounds: the largest screenshot part (a larger screen is shrunk; actions keep
+                the screen's own coordinates, which the system prompt gives).
             **kwargs: see `SandboxEnv` (pool, backend, park_s) and `TextEnv` (strict, render_mode).
         """
         super().__init__(**kwargs)
+        if obs_type is not None and obs_type not in OBS_TYPES:
+            raise ValueError(f"obs_type {obs_type!r}; one of {', '.join(OBS_TYPES)}")
+        if obs_type is not None:
+            observation_type = _OBSERVATION_OF[obs_type]
+        self.shows_images = obs_type in ("image", "both")
+        self.image_bounds = image_bounds or ImageBounds(max_images=1)
         if observation_type not in OBSERVATION_TYPES:
             raise ValueError(f"observation_type {observation_type!r}; one of {', '.join(OBSERVATION_TYPES)}")
         self.observation_type = observation_type
         self.observes_tree = "a11y" in observation_type
         self.display = XDisplay(screen_width, screen_height, a11y=self.observes_tree)
-        obs: dict[str, spaces.Space[Any]] = {"messages": chat_observation_space()}
+        messages = (
+            multimodal_observation_space(self.image_bounds) if self.shows_images else chat_observation_space()
+        )
+        obs: dict[str, spaces.Space[Any]] = {"messages": messages}
         if "screenshot" in observation_type:
             obs["screenshot"] = spaces.Box(0, 255, (screen_height, screen_width, 3), np.uint8)
         if self.observes_tree:
@@ -249,6 +274,7 @@ class DesktopEnv(SandboxEnv):
         self._ctx = self._new_context(task)
         await run_steps(self._ctx, task.config, "config")
         _, self._screen = await self.display.run(self.sandbox, settle_s=self.settle_s)
+        self._check_screen()
         w, h = self.display.width, self.display.height
         return [
             {"role": "system", "content": self.system_prompt.format(width=w, height=h)},
@@ -289,6 +315,7 @@ class DesktopEnv(SandboxEnv):
             actions = parse_actions(action, w, h)
         except ActionError as e:
             _, self._screen = await self.display.run(self.sandbox)
+            self._check_screen()
             return Step(
                 f"Error: {e}. Nothing was done.\n\n{await self._look()}",
                 info={"format_error": True, "action_error": str(e), **self._screen_info()},
@@ -318,6 +345,7 @@ class DesktopEnv(SandboxEnv):
         if act is not None and act.error:
             info["action_error"] = act.error
         if final is None:
+            self._check_screen()
             return Step(f"{report}\n\n{await self._look()}".strip(), info=info)
         self._last_action = final
         score, details = await self._evaluate()
@@ -347,7 +375,14 @@ class DesktopEnv(SandboxEnv):
         return info
 
     # ---- observations -------------------------------------------------------------------------
+    def _check_screen(self) -> None:
+        """A policy that reads the screenshot cannot go on without one: an infra error."""
+        if self.shows_images and self._screen.image is None:
+            raise CorruptImage(f"the screenshot failed: {self._screen.error or 'no image'}")
+
     async def make_observation(self, messages: Any) -> dict[str, Any]:
+        if self.shows_images and self._screen.image is not None:
+            messages = with_image(messages, self._screen.image, self.image_bounds)
         obs: dict[str, Any] = {"messages": messages}
         if "screenshot" in self.observation_type:
             image = self._screen.image

@@ -36,6 +36,7 @@ from arborl.sandboxes import SandboxError
 from arborl.tasks.web import WEB_MINI_DIR, StateCheck, WebTask, load_web_task
 
 from ..base import Step, TaskError, stable_hash
+from ..images import CorruptImage, ImageBounds, decode_image, multimodal_observation_space, with_image
 from ..sandboxed import SandboxEnv
 from ..spaces import chat_observation_space
 from .actions import HELP, ActionError, execute, is_browser_gone, parse_action, resolve_ids
@@ -77,6 +78,8 @@ class WebEnv(SandboxEnv):
         browser_image: str = "arborl/gui:latest",
         site_image: str = "arborl/base:latest",
         chromium: str = "/usr/bin/chromium",
+        obs_type: str = "text",
+        image_bounds: ImageBounds | None = None,
         **kwargs: Any,
     ) -> None:
         """
@@ -88,6 +91,11 @@ class WebEnv(SandboxEnv):
             max_observation_chars: the accessibility tree is cut beyond this.
             browser_image, site_image: sandbox images of the Docker stack.
             chromium: the browser binary of the local stack (no Docker engine).
+            obs_type: "text" (the accessibility tree), or "both": the viewport's screenshot as
+                an image part of each observation's message too, for a vision-language policy
+                (a screenshot that fails is then an infrastructure error, `CorruptImage`).
+                Actions name the tree's elements, so no mode leaves the tree out.
+            image_bounds: the largest screenshot part (a larger viewport is shrunk).
             **kwargs: see `SandboxEnv` (pool, backend, ...) and `TextEnv` (strict, ...).
         """
         super().__init__(**kwargs)
@@ -98,11 +106,24 @@ class WebEnv(SandboxEnv):
         self.max_observation_chars = max_observation_chars
         self.system_prompt = system_prompt
         self.stack_config = StackConfig(browser_image, site_image, chromium)
+        if obs_type not in ("text", "both"):
+            raise ValueError(
+                f"obs_type {obs_type!r}: Web-v0's actions name elements of the accessibility tree "
+                "(click(e12)), so it always shows the tree: 'text', or 'both' to add the screenshot"
+            )
+        self.shows_images = obs_type == "both"
+        self.image_bounds = image_bounds or ImageBounds(max_images=1)
+        self._shot: np.ndarray | None = None
+        messages = (
+            multimodal_observation_space(self.image_bounds) if self.shows_images else chat_observation_space()
+        )
+        if self.shows_images:
+            self.observation_space = messages
         if screenshot:
             width, height = self.viewport
             self.observation_space = spaces.Dict(  # type: ignore[assignment]  # pixels beside the messages
                 {
-                    "messages": chat_observation_space(),
+                    "messages": messages,
                     "screenshot": spaces.Box(0, 255, (height, width, 3), np.uint8),
                 }
             )
@@ -253,9 +274,17 @@ class WebEnv(SandboxEnv):
         if self._page is None:
             raise BrowserCrashed("the episode has no page")
         try:
-            return await self._timed(observe(self._page, error))
+            view = await self._timed(observe(self._page, error))
         except PlaywrightError as e:
             raise BrowserCrashed(f"the browser went away: {str(e).splitlines()[0]}") from e
+        if self.shows_images:
+            self._shot = None
+            try:
+                png = await self._timed(self._page.screenshot(type="png", timeout=5000))
+            except PlaywrightError as e:
+                raise CorruptImage(f"the page's screenshot failed: {str(e).splitlines()[0]}") from e
+            self._shot = decode_image(png, self.image_bounds)
+        return view
 
     async def on_step(self, action: str) -> Step:
         assert self._view is not None
@@ -343,6 +372,8 @@ class WebEnv(SandboxEnv):
         }
 
     async def make_observation(self, messages: Any) -> Any:
+        if self.shows_images and self._shot is not None:
+            messages = with_image(messages, self._shot, self.image_bounds)
         if not self.screenshot:
             return messages
         width, height = self.viewport
