@@ -68,6 +68,15 @@ class ImageInputs:
             np.concatenate([p.pixel_values for p in kept]), np.concatenate([p.image_grid_thw for p in kept])
         )
 
+    def split(self, n: int) -> tuple[ImageInputs | None, ImageInputs | None]:
+        """The first `n` images and the rest (None where there are none)."""
+        patches = int(self.image_grid_thw[:n].prod(axis=1).sum())
+        head = ImageInputs(self.pixel_values[:patches], self.image_grid_thw[:n]) if n > 0 else None
+        rest = (
+            ImageInputs(self.pixel_values[patches:], self.image_grid_thw[n:]) if n < self.num_images else None
+        )
+        return head, rest
+
     def to_row(self) -> dict[str, Any]:
         """The Parquet form: flat values and shapes (float32 kept bit for bit)."""
         return {
@@ -156,6 +165,29 @@ class ImageEncoder:
         )
 
 
+def expand_placeholders(
+    encoder: ImageEncoder, text: str, messages: Sequence[Mapping[str, Any]]
+) -> tuple[str, ImageInputs | None]:
+    """`text` with each image placeholder repeated as many times as its image has tokens (what
+    the processor does before it tokenises), and the images processed; text whose ids are
+    then the plain encoding of it (a prefix of it can be matched against decoded ids)."""
+    images = message_images(messages)
+    if not images:
+        return text, None
+    out = encoder.processor.image_processor(images=images, return_tensors="np")
+    grid = np.asarray(out["image_grid_thw"], dtype=np.int64)
+    merge = int(encoder.processor.image_processor.merge_size) ** 2
+    pieces = text.split(encoder.image_token)
+    if len(pieces) != len(images) + 1:
+        raise VisionError(
+            f"the chat template rendered {len(pieces) - 1} image placeholders for {len(images)} images"
+        )
+    expanded = pieces[0] + "".join(
+        encoder.image_token * int(g.prod() // merge) + rest for g, rest in zip(grid, pieces[1:], strict=True)
+    )
+    return expanded, ImageInputs(np.asarray(out["pixel_values"], dtype=np.float32), grid)
+
+
 def model_inputs(model: Any, ids: Sequence[int], images: ImageInputs | None) -> dict[str, Any]:
     """Keyword arguments of one forward pass over `ids` [1, L] with their images: the
     pixels, the grids, the token types and the 3-D (M-RoPE) positions the model derives from
@@ -218,6 +250,7 @@ __all__ = [
     "ImageInputs",
     "VisionError",
     "check_sees_images",
+    "expand_placeholders",
     "has_vision",
     "image_only_processor_class",
     "is_processor",

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..trajectory import Trajectory, Turn
+from ..vision import ImageInputs
 from .errors import EpisodeEnded, UnknownEpisode
 
 #: Ended episode ids remembered (to answer "ended" rather than "unknown"); oldest forgotten first.
@@ -49,6 +50,7 @@ class Call:
     versions: list[int]
     finish_reason: str
     latency_s: float = 0.0
+    images: ImageInputs | None = None  # the processor's pixels of every image in the prompt
 
 
 @dataclass(slots=True)
@@ -63,9 +65,19 @@ class Segment:
         last = self.calls[-1]
         return last.prompt_ids + last.completion_ids
 
-    def extended_by(self, prompt: list[int]) -> bool:
-        tail = self.tail
-        return len(prompt) >= len(tail) and prompt[: len(tail)] == tail
+    def extended_by(self, prompt: list[int], images: ImageInputs | None = None) -> bool:
+        """Whether `prompt` (with `images`) starts with the tail: its ids, and the same pixels
+        for the tail's images (the same placeholder ids stand for any image)."""
+        tail, before = self.tail, self.calls[-1].images
+        if len(prompt) < len(tail) or prompt[: len(tail)] != tail:
+            return False
+        if before is None:
+            return True
+        return (
+            images is not None
+            and images.num_images >= before.num_images
+            and images.split(before.num_images)[0] == before
+        )
 
     def trajectory(self, episode: Episode, index: int) -> Trajectory:
         """This segment as a `Trajectory` (each call's completion a turn, the ids between
@@ -75,6 +87,8 @@ class Segment:
         for k, call in enumerate(self.calls):
             nxt = self.calls[k + 1] if k + 1 < len(self.calls) else None
             end = len(call.prompt_ids) + len(call.completion_ids)
+            seen = call.images.num_images if call.images is not None else 0
+            shown = nxt.images.split(seen)[1] if nxt is not None and nxt.images is not None else None
             turns.append(
                 Turn(
                     response_ids=list(call.completion_ids),
@@ -83,6 +97,7 @@ class Segment:
                     policy_versions=list(call.versions),
                     finish_reason=call.finish_reason,
                     gen_s=call.latency_s,
+                    observation_images=shown,
                 )
             )
         return Trajectory(
@@ -95,6 +110,7 @@ class Segment:
             outcome_reward=episode.reward or 0.0,
             terminated=episode.reward is not None,
             metrics={"segment": float(index), "segments": float(len(episode.segments))},
+            prompt_images=first.images,
         )
 
 
@@ -114,7 +130,7 @@ class Episode:
         """Add a call to the segment it extends (the longest tail), else to a new one."""
         best, best_len = -1, -1
         for i, seg in enumerate(self.segments):
-            if seg.extended_by(call.prompt_ids) and len(seg.tail) > best_len:
+            if seg.extended_by(call.prompt_ids, call.images) and len(seg.tail) > best_len:
                 best, best_len = i, len(seg.tail)
         if best < 0:
             self.segments.append(Segment())

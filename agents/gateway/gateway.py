@@ -21,6 +21,7 @@ from arborl.envs.parsers import get_parser
 
 from ..engines import EngineError, Generation, InferenceEngine, SamplingParams
 from ..trajectory import Trajectory
+from ..vision import ImageEncoder, ImageInputs, expand_placeholders, is_processor
 from .episodes import Call, Episode, EpisodeStore
 from .errors import BadRequest, EngineFailed
 from .prompts import (
@@ -79,7 +80,11 @@ class Gateway:
     """Serves an engine to harnesses and records their episodes (see `episodes`)."""
 
     def __init__(self, engine: InferenceEngine, tokenizer: Any, config: GatewayConfig | None = None) -> None:
+        """`tokenizer`: the model's tokenizer, or a vision-language model's processor (then
+        requests may carry image_url parts, recorded with the calls)."""
         self.engine = engine
+        self.vision = ImageEncoder(tokenizer) if is_processor(tokenizer) else None
+        tokenizer = tokenizer.tokenizer if self.vision is not None else tokenizer
         self.tokenizer = tokenizer
         self.config = config or GatewayConfig()
         self.parser = get_parser(self.config.tool_parser)
@@ -104,10 +109,12 @@ class Gateway:
     async def chat(self, episode_id: str, req: ChatRequest) -> Result:
         """One ``/v1/chat/completions`` call."""
         replies = self.store.with_episode(episode_id, lambda ep: dict(ep.replies))
-        messages = template_messages(req.messages, replies)
+        sees = self.vision is not None and getattr(self.engine, "accepts_images", False)
+        messages = template_messages(req.messages, replies, images=sees)
         text = render_chat(self.tokenizer, messages, req.tools)
+        text, images = self._images(text, messages)
         prompt = self.store.with_episode(episode_id, lambda ep: splice(self.tokenizer, text, ep.segments))
-        res = await self._generate(episode_id, prompt, req.sampling(self.config.max_new_tokens))
+        res = await self._generate(episode_id, prompt, req.sampling(self.config.max_new_tokens), images)
         parser = self.parser if req.parse_tools else None
         res.content, res.reasoning, calls = parse_reply(res.text, parser, req.tools)
         res.tool_calls = calls or None
@@ -127,13 +134,22 @@ class Gateway:
         res.content = res.text
         return res
 
-    async def _generate(self, episode_id: str, prompt: list[int], sampling: SamplingParams) -> Result:
+    def _images(self, text: str, messages: list[dict[str, Any]]) -> tuple[str, ImageInputs | None]:
+        """The rendered text with each image's placeholder expanded, and the images processed."""
+        if self.vision is None or not any(isinstance(m.get("content"), list) for m in messages):
+            return text, None  # (template_messages refused image parts a text model was sent)
+        return expand_placeholders(self.vision, text, messages)
+
+    async def _generate(
+        self, episode_id: str, prompt: list[int], sampling: SamplingParams, images: ImageInputs | None = None
+    ) -> Result:
         self._check_length(prompt, sampling)
         vocab = self.vocab_size
         if prompt and (min(prompt) < 0 or max(prompt) >= vocab):
             raise BadRequest(f"the prompt has token ids outside [0, {vocab})", param="prompt")
         try:
-            (gen,) = await self.engine.generate([prompt], sampling)
+            extra = {"images": [images]} if images is not None else {}  # text engines take none
+            (gen,) = await self.engine.generate([prompt], sampling, **extra)
         except EngineError as e:
             raise EngineFailed(f"the engine failed: {e}") from e
         call = Call(
@@ -143,6 +159,7 @@ class Gateway:
             versions=gen.versions,
             finish_reason=gen.finish_reason,
             latency_s=gen.latency_s,
+            images=images,
         )
         tail_text = decode(self.tokenizer, prompt + call.completion_ids)
 

@@ -26,6 +26,7 @@ from arborl.envs.parsers import ToolCallParser, strip_thinking
 
 from .episodes import Segment
 from .errors import BadRequest
+from .images import has_images, image_parts
 
 
 def decode(tokenizer: Any, ids: Sequence[int]) -> str:
@@ -89,12 +90,24 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
     return out
 
 
-def template_messages(messages: Sequence[dict[str, Any]], replies: dict[str, str]) -> list[dict[str, Any]]:
-    """The request's messages as the template takes them, the model's own replies restored."""
+def template_messages(
+    messages: Sequence[dict[str, Any]], replies: dict[str, str], images: bool = False
+) -> list[dict[str, Any]]:
+    """The request's messages as the template takes them, the model's own replies restored;
+    with `images` (a vision-language model), image_url parts decoded (`images.py`)."""
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
         role = "system" if m["role"] == "developer" else m["role"]
+        if role != "assistant" and has_images(m.get("content")):
+            if not images:
+                raise BadRequest(
+                    f"{where}: this model reads text only: only text content parts are supported "
+                    "(serve a vision-language model with its processor to send image_url parts)",
+                    param=where,
+                )
+            out.append({"role": role, "content": image_parts(m["content"], where)})
+            continue
         content = _text(m.get("content"), where)
         if role == "assistant":
             raw = replies.get(reply_key(m.get("content"), m.get("tool_calls"), m.get("reasoning_content")))

@@ -12,8 +12,12 @@ class Recording(InferenceEngine):
     def __init__(self, inner: InferenceEngine) -> None:
         self.inner, self.calls = inner, []
 
-    async def generate(self, prompts, sampling):
-        out = await self.inner.generate(prompts, sampling)
+    @property
+    def accepts_images(self):
+        return self.inner.accepts_images
+
+    async def generate(self, prompts, sampling, **images):
+        out = await self.inner.generate(prompts, sampling, **images)
         self.calls += [(list(prompts[g.prompt_index]), list(g.token_ids), list(g.logprobs)) for g in out]
         return out
 
