@@ -274,6 +274,12 @@ class Sandbox(PingHealth):
             total_s=time.perf_counter() - start,
         )
 
+    async def kill_processes(self) -> int:
+        """Kill every process in the sandbox but its server, and restore nothing: a grader
+        that reads the agent's files as it left them, with nothing of the agent still running."""
+        resp = await self._call("reset", timeout=60.0, restore=[])
+        return int(resp["killed"])
+
     async def ping(self, timeout: float = 5.0) -> dict[str, Any]:
         return await self._call("ping", timeout=timeout)
 

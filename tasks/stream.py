@@ -42,7 +42,9 @@ def task_stream(
     if spec.startswith("suite:"):
         if options:
             raise ValueError(f"options {sorted(options)} are for a generator; {spec} is a fixed suite")
-        tasks = get_suite(spec.removeprefix("suite:")).tasks()
+        # A task that says it cannot run (a Harbor folder with a bad task.toml: `usable` is
+        # False, its error logged as the suite loaded) is left out; evaluation reports it.
+        tasks = [t for t in get_suite(spec.removeprefix("suite:")).tasks() if getattr(t, "usable", True)]
     else:
         tasks = list(resolve(spec)(size, seed, **(options or {})))
     if not tasks:

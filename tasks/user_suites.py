@@ -5,6 +5,7 @@
     suite = suite_from_path("my-games/")                 # TextWorld games (.z8 + .json, tw-make's)
     suite = suite_from_path("variations.txt")            # ScienceWorld: `task_name, variation` lines
     suite = suite_from_path("levels.txt")                # Sokoban levels, the standard text format
+    suite = suite_from_path("my-harbor-tasks/")          # Harbor / Terminal-Bench task folders
 
 What PATH may be:
 
@@ -24,11 +25,14 @@ What PATH may be:
   beside each, as `tw-make` writes them, or one such game. Gold: the walkthrough; empty: look.
 - A ScienceWorld list: a text file of `task_name, variation` lines (`#` comments), checked
   against the package's tasks and variation ranges. Gold: the package's gold action sequence.
+- Harbor (Terminal-Bench 2) tasks: a task folder (it holds `task.toml`), or a folder holding
+  such folders at any depth. Gold: the task's `solution/solve.sh`; empty: submit at once.
 - Sokoban levels: a text file in the standard level format (`# $ . @ * +`, space floor,
   levels separated by blank lines, `;` comments). Gold: arborl's solver.
 
 Each benchmark's own part is in its folder (`swebench/user.py`, `osworld/user.py`,
-`textworld/user.py`, `scienceworld/user.py`, `sokoban/user.py`); this module tells them apart.
+`textworld/user.py`, `scienceworld/user.py`, `sokoban/user.py`, `harbor/user.py`); this module
+tells them apart.
 
 What a file holds is decided by its content, not its name; what is none of these is refused
 with an error naming all of them.
@@ -41,6 +45,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .harbor import harbor_suite
+from .harbor import has_tasks as has_harbor_tasks
 from .osworld import GOLD_FILE, DesktopSupport
 from .osworld.user import osworld_suite
 from .scienceworld.user import looks_like_list, scienceworld_suite
@@ -55,7 +61,8 @@ KNOWN = (
     "arborl reads as a suite: SWE-bench instances (.jsonl/.json of objects with instance_id, or a "
     "`datasets` folder), OSWorld task JSONs (objects with instruction and evaluator, a file or a "
     "folder), TextWorld games (a folder of .z8 games with the .json tw-make writes beside each), "
-    "a ScienceWorld list (`task_name, variation` lines), Sokoban levels (the standard text format: "
+    "a ScienceWorld list (`task_name, variation` lines), Harbor task folders (each with a task.toml), "
+    "Sokoban levels (the standard text format: "
     "# $ . @ * + and spaces, blank lines between levels); docs/eval.md, Your own files"
 )
 #: A text file larger than this is not read whole to guess what it is.
@@ -84,11 +91,13 @@ def _first_object(path: Path) -> Any:
 
 
 def detect_kind(path: Path) -> str:
-    """`swe`, `osworld`, `textworld`, `scienceworld` or `sokoban`, from what `path` holds
-    (raises SuiteError naming the formats it knows for anything else)."""
+    """`swe`, `osworld`, `textworld`, `scienceworld`, `harbor` or `sokoban`, from what `path`
+    holds (raises SuiteError naming the formats it knows for anything else)."""
     if path.is_dir():
         if (path / "dataset_info.json").is_file() or (path / "dataset_dict.json").is_file():
             return "swe"
+        if has_harbor_tasks(path):
+            return "harbor"
         if has_games(path):
             return "textworld"
         files = sorted(p for p in path.rglob("*.json") if p.name != GOLD_FILE)
@@ -144,4 +153,6 @@ def suite_from_path(
         return scienceworld_suite(name, path)
     if kind == "sokoban":
         return sokoban_suite(name, path)
+    if kind == "harbor":
+        return harbor_suite(name, path)
     return osworld_suite(name, path, desktop)

@@ -5,6 +5,6 @@ tools.py (its tools: bash, str_replace_editor, run_tests, submit).
 """
 
 from .env import DEFAULT_TASK, CodeEnv, repo_files
-from .tools import code_tools
+from .tools import code_tools, workspace_tools
 
-__all__ = ["DEFAULT_TASK", "CodeEnv", "code_tools", "repo_files"]
+__all__ = ["DEFAULT_TASK", "CodeEnv", "code_tools", "repo_files", "workspace_tools"]

@@ -222,9 +222,30 @@ class Editor:
 
 
 def code_tools(env: CodeWorkspace) -> list[Tool]:
-    """The tools of one code-env episode (bound to `env`)."""
+    """The tools of one code-env episode (bound to `env`): bash, str_replace_editor,
+    run_tests, submit."""
+    bash, editor, submit = workspace_tools(env)
 
-    @function_tool(description="Run a bash command in the repository (non-interactive, no network).")
+    @function_tool(description=f"Run the test command: `{env.task.test_command}`.")
+    async def run_tests() -> ToolResult:
+        task = env.task
+        r = await env.sandbox.exec(
+            task.test_command, timeout=task.test_timeout_s, max_output=env.max_output_bytes
+        )
+        return ToolResult(
+            format_exec(r, task.test_timeout_s), ok=not r.timed_out, error="timeout" if r.timed_out else None
+        )
+
+    return [bash, editor, run_tests, submit]
+
+
+def workspace_tools(env: CodeWorkspace, where: str = "the repository") -> list[Tool]:
+    """bash, str_replace_editor and submit over `env`'s sandbox (its task's `workdir`, its
+    `verify`): the code env's, and any env whose agent works on files in a sandbox (`where`
+    is how bash's description names its working directory; the parameters' descriptions stay
+    the code env's, which trained policies have seen)."""
+
+    @function_tool(description=f"Run a bash command in {where} (non-interactive, no network).")
     async def bash(
         command: Annotated[str, Field(description="a bash command, run in the repository")],
         timeout: Annotated[int | None, Field(ge=1, le=3600, description="seconds")] = None,
@@ -274,20 +295,10 @@ def code_tools(env: CodeWorkspace) -> list[Tool]:
         given |= {"insert_line": insert_line, "view_range": view_range}
         return await editor(command, path, **{k: v for k, v in given.items() if v is not None})
 
-    @function_tool(description=f"Run the test command: `{env.task.test_command}`.")
-    async def run_tests() -> ToolResult:
-        task = env.task
-        r = await env.sandbox.exec(
-            task.test_command, timeout=task.test_timeout_s, max_output=env.max_output_bytes
-        )
-        return ToolResult(
-            format_exec(r, task.test_timeout_s), ok=not r.timed_out, error="timeout" if r.timed_out else None
-        )
-
     @function_tool(description="Submit your changes for grading. This ends the episode.")
     async def submit() -> ToolResult:
         reward, info = await env.verify()
         verdict = "passed" if reward > 0 else "did not pass"
         return ToolResult(f"Submitted. The verifier {verdict}.", terminal=True, reward=reward, info=info)
 
-    return [bash, str_replace_editor, run_tests, submit]
+    return [bash, str_replace_editor, submit]

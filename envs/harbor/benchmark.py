@@ -1,0 +1,92 @@
+"""How `arborl eval` runs a Harbor suite (`arborl.envs.benchmarks`): images first, then grades.
+
+- `prepare` builds every task's image before any episode (Docker), one task at a time; a task
+  whose image cannot be built offline keeps the reason (`image_error`: the Dockerfile's line
+  and docker's words) and is recorded as an infrastructure error when its turn comes, never a
+  0, while the others run. A task folder that could not be read is an environment error
+  naming its file (the env raises `HarborTaskError` at reset).
+- `grade` reads the verdict the env's tests gave (`grading.py`): the score is the reward
+  test.sh wrote, clipped to [0, 1]; an attempt whose tests wrote no reward or a bad one, or
+  ran out of time, is the agent's 0 with its own kind. The gold run (solution/solve.sh) that
+  does not reach the suite's success is the task's fault: `EnvironmentBroken`, with the
+  tests' output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import gymnasium
+
+from arborl.sandboxes import DockerBackend
+from arborl.tasks import Suite, Task, episode_score
+from arborl.tasks.harbor import HarborTask
+
+from ..benchmarks import Benchmark, EnvironmentBroken, EpisodeRecord, Grade, GradeContext
+from .env import remember_image
+from .images import HarborImageError, build_task_image
+
+#: The verifier's own kinds of an unresolved attempt (`TestRun.error_kind`).
+KINDS: Mapping[str, tuple[str, str]] = {
+    "no_reward": ("test run without a reward", "test runs without a reward"),
+    "bad_reward": ("unreadable reward", "unreadable rewards"),
+    "tests_timeout": ("tests timeout", "tests timeouts"),
+}
+
+
+class HarborBenchmark(Benchmark):
+    """The hook of `arborl/Harbor-v0` (see the module doc)."""
+
+    name = "harbor"
+    unresolved_kinds: ClassVar[Mapping[str, tuple[str, str]]] = KINDS
+
+    async def prepare(self, tasks: list[Task], ctx: GradeContext) -> list[Task]:
+        backend = getattr(ctx.pool, "backend", None)
+        if not isinstance(backend, DockerBackend):
+            return tasks  # the env says at reset what it needs
+        out: list[Task] = []
+        for task in tasks:
+            if not isinstance(task, HarborTask) or not task.usable or task.image:
+                out.append(task)
+                continue
+            try:
+                image = await asyncio.to_thread(build_task_image, backend.client, task)
+            except HarborImageError as e:
+                out.append(task.model_copy(update={"image_error": str(e)}))
+                continue
+            built = task.model_copy(update={"image": image.tag})
+            remember_image(built, image)
+            out.append(built)
+        return out
+
+    async def grade(self, env: gymnasium.Env, task: Task, record: EpisodeRecord, ctx: GradeContext) -> Grade:
+        verdict: dict[str, Any] = record.final("verifier") or {}
+        total = float(sum(record.rewards))
+        kind = str(verdict.get("error_kind") or "")
+        grade = Grade(
+            score=episode_score(total),
+            success=ctx.suite.success(total) and bool(verdict.get("graded")),
+            details={"verifier": verdict} if verdict else {},
+            files={"test-output.txt": str(verdict.get("output_tail") or "")} if verdict else {},
+            error=kind,
+            unresolved_kind=kind if kind in KINDS else "",
+            why=str(verdict.get("error") or ""),
+        )
+        if ctx.agent == "gold" and not grade.success:
+            why = verdict.get("error") or (
+                f"the tests gave reward {verdict.get('reward')}"
+                if verdict
+                else "the episode was never graded"
+            )
+            tail = str(verdict.get("output_tail") or "")[-1500:]
+            raise EnvironmentBroken(
+                f"task {task.id}: the gold run (solution/solve.sh) does not pass: {why}"
+                + (f"\ntests' output:\n{tail}" if tail else ""),
+                grade=grade,
+            )
+        return grade
+
+    def success_rule(self, suite: Suite) -> str:
+        return f"the reward tests/test.sh writes reaches {suite.success_score:g}"
