@@ -200,6 +200,7 @@ class TrajectoryTree:
     nodes: list[TreeNode] = field(default_factory=list)
     task_id: str = ""
     group_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    prompt_images: ImageInputs | None = None  # the images of `prompt_ids`, as in `Trajectory`
 
     def add(self, turn: Turn, parent: int = -1) -> int:
         if parent >= len(self.nodes):
@@ -243,6 +244,7 @@ class TrajectoryTree:
                     terminated=node.terminal,
                     truncation=node.truncation,
                     tree_path=ends,
+                    prompt_images=self.prompt_images,
                 )
             )
         return out

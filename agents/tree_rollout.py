@@ -222,6 +222,7 @@ class TreeRollout:
             state = await self.agent.start(env, task, group_id=tree.group_id)
             if not tree.prompt_ids:
                 tree.prompt_ids, tree.task_id = list(state.trajectory.prompt_ids), state.trajectory.task_id
+                tree.prompt_images = state.trajectory.prompt_images
             snaps.setdefault(-1, self.agent.snapshot(state))
             parent = -1
         else:

@@ -173,3 +173,36 @@ def test_a_text_policy_given_images_fails_at_start_naming_the_fix(tiny_model, ti
         asyncio.run(Agent(text_engine, load_processor(tiny_vlm)).start(env, task))
     asyncio.run(text_engine.close())
     env.close()
+
+
+def test_tree_rollout_leaves_keep_their_images_and_the_learner_agrees(tiny_vlm, processor, vlm, task):
+    from functools import partial
+
+    from arborl.agents.tree_rollout import TreeConfig, TreeRollout
+    from arborl.envs.sokoban.env import SokobanEnv
+
+    engine = make_engine(HFEngineConfig(model=str(tiny_vlm)))
+    agent = Agent(engine, processor, AgentConfig(max_turns=2, max_new_tokens=6, max_context_tokens=4096))
+    cfg = TreeConfig(leaves=3, roots=1, branch_at="both", token_logprob_threshold=0.0)
+
+    async def run():
+        result = await TreeRollout(agent, partial(SokobanEnv, obs_type="image"), cfg).run(task)
+        await engine.close()
+        return result
+
+    result = asyncio.run(run())
+    leaves = result.leaves
+    assert len(leaves) == 3 and result.forks["turn"] + result.forks["token"] > 0  # forks replayed the images
+    for leaf in leaves:
+        images = leaf.images()
+        assert leaf.prompt_images is not None and images.num_images == 1 + sum(
+            t.observation_images is not None for t in leaf.turns
+        )
+        with torch.no_grad():
+            kwargs = model_inputs(vlm, leaf.token_ids().tolist(), images)
+            kwargs.pop("rope_delta")
+            logp = vlm(**kwargs).logits[0, :-1].double().log_softmax(-1)
+        ids = torch.as_tensor(leaf.token_ids())
+        learner = logp.gather(1, ids[1:].unsqueeze(1)).squeeze(1).numpy()
+        mask = leaf.loss_mask()[1:].astype(bool)
+        assert np.allclose(learner[mask], leaf.behavior_logprobs()[1:][mask], atol=1e-4)
