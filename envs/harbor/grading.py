@@ -57,6 +57,10 @@ SANITISED = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "DEBIAN_FRONTEND": "noninteractive",
 }
+#: The harness's own root commands (staging, the PATH check) find their tools in the system's
+#: directories only: the server's default PATH starts with /usr/local/bin, which a task's
+#: Dockerfile may have left writable to the agent.
+ROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 #: Image ENV keys that never reach test.sh (they are set above, or make a shell run code).
 DROPPED_ENV = frozenset({"PATH", "HOME", "BASH_ENV", "ENV", "PYTHONSTARTUP", "PYTHONUSERBASE", "LD_PRELOAD"})
 
@@ -118,7 +122,7 @@ def parse_reward_txt(text: str) -> float:
     """One finite number, nothing else (whitespace around it aside)."""
     words = text.split()
     if len(words) != 1:
-        raise ValueError(f"holds {len(words)} words, not one number: {text[:80]!r}")
+        raise ValueError(f"it holds {len(words)} words, not one number: {text[:80]!r}")
     value = float(words[0])  # ValueError names the text
     if not math.isfinite(value):
         raise ValueError(f"{words[0]!r} is not a finite number")
@@ -130,7 +134,7 @@ def parse_reward_json(text: str) -> dict[str, float]:
     that counts (or the only number there is). Returns the numbers, `reward` among them."""
     data = json.loads(text)
     if not isinstance(data, dict):
-        raise ValueError(f"is a JSON {type(data).__name__}, not an object of numbers")
+        raise ValueError(f"it is a JSON {type(data).__name__}, not an object of numbers")
     numbers = {
         str(k): float(v)
         for k, v in data.items()
@@ -159,11 +163,11 @@ async def run_tests(sandbox: Any, task: HarborTask, image_env: dict[str, str], k
     every process in it. Raises `SandboxError` for a sandbox that failed (the caller decides
     whose fault that is) and `RuntimeError` when the tests cannot be staged."""
     await kill()
-    staged = await sandbox.exec(_STAGE, user="root", timeout=120, workdir="/")
+    staged = await sandbox.exec(_STAGE, user="root", timeout=120, workdir="/", env=ROOT_ENV)
     if not staged.ok:
         raise RuntimeError(f"cannot prepare {TESTS_DIR} and {VERIFIER_LOGS}: {staged.output[-500:]}")
     await sandbox.upload(tar_archive(read_files(task.folder / "tests")), TESTS_DIR, user="root")
-    sealed = await sandbox.exec(_SEAL, user="root", timeout=120, workdir="/")
+    sealed = await sandbox.exec(_SEAL, user="root", timeout=120, workdir="/", env=ROOT_ENV)
     if not sealed.ok:
         raise RuntimeError(f"cannot seal {TESTS_DIR}: {sealed.output[-500:]}")
     env = {k: v for k, v in image_env.items() if k not in DROPPED_ENV}
@@ -173,11 +177,12 @@ async def run_tests(sandbox: Any, task: HarborTask, image_env: dict[str, str], k
     )
     assignments = [f"{k}={v}" for k, v in env.items() if k.isidentifier()]
     r = await sandbox.exec(
-        ["env", "-i", *assignments, f"{TESTS_DIR}/test.sh"],
+        ["/usr/bin/env", "-i", *assignments, f"{TESTS_DIR}/test.sh"],
         user="root",
         timeout=task.verifier_timeout_s,
         workdir=task.workdir,
         max_output=MAX_TEST_OUTPUT,
+        env=ROOT_ENV,
     )
     await kill()
     run = TestRun(exit_code=r.exit_code, timed_out=r.timed_out, output=r.output)
@@ -208,7 +213,8 @@ async def read_reward(sandbox: Any, task: HarborTask, run: TestRun) -> None:
             else:
                 run.rewards = {"reward": parse_reward_txt(text)}
         except (UnicodeDecodeError, ValueError) as e:
-            run.error, run.error_kind = f"task {task.id}: tests/test.sh wrote {path}, which {e}", "bad_reward"
+            run.error = f"task {task.id}: tests/test.sh wrote {path}, which is not a reward: {e}"
+            run.error_kind = "bad_reward"
             return
         run.reward = run.rewards["reward"]
         return

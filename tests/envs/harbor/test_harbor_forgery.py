@@ -1,0 +1,138 @@
+"""The agent forges the reward of a Harbor task, the way a policy under RL would find to, and gets 0.
+
+The task is the example file edit, on an image made as easy to attack as a careless Dockerfile
+makes it: /logs and /tests exist and anyone may write them, /usr/local/bin is world-writable,
+and the image's PATH puts the agent's /app/bin first. Each attack is commands the agent runs
+with its own `bash` tool before `submit`, without fixing the file; the honest fix on the same
+image scores 1 (so what stops the attacks is the grading, not the image). The forgeries of the
+code env's tests (conftest.py, .pth, usercustomize, a shadowed module, a fake pytest, a
+rewriter left running) are among them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import gymnasium
+import pytest
+
+import arborl.envs  # noqa: F401 - registers arborl/Harbor-v0
+from arborl.envs import arelease, areset, astep
+from arborl.envs.parsers import get_parser
+from arborl.sandboxes import PoolConfig, SandboxPool
+from arborl.tasks.harbor import load_task
+
+pytestmark = pytest.mark.docker
+EXAMPLES = Path(__file__).parents[2] / "data" / "harbor"
+P = get_parser("hermes")
+FIX = (
+    "sed -i '/^\\[server\\]/,/^\\[/ { s/^port = .*/port = 9090/; s/^debug = .*/debug = false/ }' service.ini"
+)
+PERMISSIVE = """FROM debian:bookworm-slim
+RUN mkdir -p /logs/verifier /tests /app/bin && chmod -R 0777 /logs /tests /usr/local/bin
+ENV PATH=/app/bin:/usr/local/bin:/usr/bin:/bin
+WORKDIR /app
+COPY service.ini /app/service.ini
+"""
+# Ends the Python that imports it with success: pytest then "passes" and test.sh writes 1.
+EXIT_0 = "import os; os._exit(0)"
+CONFTEST = (
+    "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+)
+SITE = "$(python3 -c 'import site; print(site.getusersitepackages())')"
+ATTACKS = {
+    "planted-reward": "echo 1 > /logs/verifier/reward.txt && echo '{\"reward\": 1}' > /logs/verifier/reward.json",
+    "reward-link": "echo 1 > /app/reward.txt && rm -rf /logs/verifier && ln -s /app /logs/verifier",
+    "planted-tests": f"printf %s {CONFTEST!r} > /tests/conftest.py && printf '#!/bin/sh\\necho 1 > /logs/verifier/reward.txt\\n' > /tests/test.sh",
+    "conftest-in-workdir": f"printf %s {CONFTEST!r} > conftest.py && printf '[pytest]\\naddopts = -p no:python\\n' > pytest.ini"
+    " && printf '[tool.pytest.ini_options]\\naddopts = \"-p no:python\"\\n' > pyproject.toml",
+    "python-startup-files": f"for f in sitecustomize.py usercustomize.py; do echo '{EXIT_0}' > $f; done && echo '{EXIT_0}' > zz.pth"
+    f" && mkdir -p {SITE} && echo '{EXIT_0}' > {SITE}/usercustomize.py && echo '{EXIT_0}' > {SITE}/zz.pth",
+    "shadowed-modules": f"for m in configparser pytest pathlib; do echo '{EXIT_0}' > $m.py; done",
+    "shadowed-commands": "for d in /app/bin /usr/local/bin; do for c in python3 bash sh env; do "
+    "printf '#!/bin/sh\\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\\nexit 0\\n' > $d/$c; chmod +x $d/$c; done; done",
+    "rewriter-left-running": "nohup sh -c 'while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; "
+    "sleep 0.001; done' >/dev/null 2>&1 & sleep 0.2",
+}
+
+
+def call(name: str, **args: object) -> str:
+    return P.format_call(name, args)
+
+
+@pytest.fixture(scope="module")
+def permissive_task(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("forge") / "edit-config"
+    shutil.copytree(EXAMPLES / "edit-config", folder)
+    (folder / "environment" / "Dockerfile").write_text(PERMISSIVE)
+    toml = (folder / "task.toml").read_text().replace("timeout_sec = 60.0", "timeout_sec = 8.0")
+    (folder / "task.toml").write_text(toml)
+    task = load_task(folder)
+    assert task.usable, task.error or task.image_error
+    return task
+
+
+@pytest.fixture
+async def pool(docker_backend):
+    async with SandboxPool(docker_backend, PoolConfig(max_size=2)) as p:
+        yield p
+
+
+async def episode(pool, task, *commands: str) -> tuple[float, dict]:
+    env = gymnasium.make("arborl/Harbor-v0", pool=pool)
+    try:
+        await areset(env, options={"task": task})
+        for cmd in commands:
+            _, _, terminated, _, info = await astep(env, call("bash", command=cmd))
+            assert not terminated, info
+        _, reward, terminated, _, info = await astep(env, call("submit"))
+        assert terminated
+        return reward, info["verifier"]
+    finally:
+        await arelease(env)
+        env.close()
+
+
+async def test_the_honest_fix_scores_on_the_same_image(pool, permissive_task):
+    reward, verdict = await episode(pool, permissive_task, FIX)
+    assert reward == 1.0 and verdict["graded"], verdict
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS.values()), ids=list(ATTACKS))
+async def test_forgeries_score_zero(pool, permissive_task, attack):
+    reward, verdict = await episode(pool, permissive_task, attack)
+    assert reward == 0.0, verdict
+    assert verdict["graded"], verdict  # the tests ran and wrote their own 0
+
+
+async def test_tests_made_to_hang_are_a_zero_not_an_infrastructure_error(pool, permissive_task):
+    """A FIFO where the tests read the config blocks them until [verifier] timeout_sec: the
+    agent's doing, so its 0 (an infrastructure error would let it dodge every 0)."""
+    reward, verdict = await episode(pool, permissive_task, "rm service.ini && mkfifo service.ini")
+    assert reward == 0.0 and verdict["error_kind"] == "tests_timeout" and verdict["timed_out"], verdict
+
+
+async def test_what_the_tests_run_of_the_agents_writes_the_reward_first_and_test_sh_writes_it_last(pool):
+    """The build task's tests run the agent's Makefile as root: a Makefile that writes reward 1
+    is overwritten by test.sh's own verdict at its end."""
+    task = load_task(EXAMPLES / "build-c")
+    makefile = "all:\n\tmkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt\nclean:\n\ttrue\n"
+    reward, verdict = await episode(pool, task, f"printf %s {makefile!r} > Makefile")
+    assert reward == 0.0 and verdict["graded"], verdict
+
+
+async def test_a_graded_sandbox_is_never_reused(pool, permissive_task):
+    """The tests ran as root (and so may have what they ran of the agent's): the next episode
+    gets a new sandbox, even when the env would reuse a parked one in place."""
+    env = gymnasium.make("arborl/Harbor-v0", pool=pool, park_s=30.0)
+    try:
+        await areset(env, options={"task": permissive_task})
+        first = env.unwrapped.sandbox.id
+        await astep(env, call("submit"))
+        await areset(env, options={"task": permissive_task})
+        assert env.unwrapped.sandbox.id != first
+    finally:
+        await arelease(env)
+        env.close()
