@@ -126,6 +126,16 @@ def image_only_processor_class() -> type:
     return ImageOnlyQwen2VLProcessor
 
 
+def load_policy_tokenizer(path: str | Any) -> Any:
+    """What an agent or the gateway takes for the model at `path`: its processor when it has a
+    vision tower (images then go through it), else its tokenizer."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    if has_vision(AutoConfig.from_pretrained(path)):
+        return load_processor(path)
+    return AutoTokenizer.from_pretrained(path)
+
+
 def is_processor(obj: Any) -> bool:
     """Whether `obj` is a multimodal processor (has an image processor), not a tokenizer."""
     return getattr(obj, "image_processor", None) is not None and getattr(obj, "tokenizer", None) is not None
@@ -254,6 +264,7 @@ __all__ = [
     "has_vision",
     "image_only_processor_class",
     "is_processor",
+    "load_policy_tokenizer",
     "load_processor",
     "model_inputs",
 ]

@@ -54,8 +54,12 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     from arborl.agents.engines import make_engine
     from arborl.agents.gateway import Gateway, GatewayConfig
     from arborl.agents.gateway.serve import serve
+    from arborl.agents.vision import load_policy_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
+    # a vision-language model's processor, so requests may carry images
+    tokenizer = (
+        AutoTokenizer.from_pretrained(args.tokenizer) if args.tokenizer else load_policy_tokenizer(args.model)
+    )
     engine = make_engine(_engine_config(args))
     config = GatewayConfig(
         model_name=args.served_model or Path(args.model).name,

@@ -93,10 +93,9 @@ class ModelDriver:
     """An LLM agent (`arborl.agents.Agent`); the model is loaded once and shared by all episodes."""
 
     def __init__(self, cfg: ModelSection, max_turns: int) -> None:
-        from transformers import AutoTokenizer
-
         from arborl.agents import Agent, AgentConfig
         from arborl.agents.engines import SamplingParams, make_engine
+        from arborl.agents.vision import load_policy_tokenizer
 
         if cfg.path is None:
             from arborl.agents.tiny import ensure_tiny_model
@@ -108,7 +107,7 @@ class ModelDriver:
             path = resolve_model_dir(cfg.path)  # a model, a checkpoint or a training run
         self.path = path
         self.engine = make_engine({"model": path, **cfg.engine})
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.tokenizer = load_policy_tokenizer(path)  # a VLM's processor: its images go through it
         self.cfg = cfg
         self._make_agent = lambda seed: Agent(
             self.engine,

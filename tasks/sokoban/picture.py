@@ -122,5 +122,26 @@ def _glyph(symbol: str, px: int) -> np.ndarray:
     return np.asarray(img, dtype=np.uint8)
 
 
-#: Every cell kind drawn (for tests: each must look different).
+#: Every cell kind drawn (each looks different, so a picture gives its room back).
 CELL_KINDS = (WALL, FLOOR, TARGET, BOX, BOX_ON_TARGET, PLAYER, PLAYER_ON_TARGET)
+
+
+def read_image(pixels: np.ndarray, cell_px: int = CELL_PX) -> tuple[str, ...] | None:
+    """The rows of the room a picture shows, the inverse of `render_image` (its glyphs, at
+    `cell_px`, unscaled); None if any cell is not exactly one of them. What the scripted
+    gold policy reads when the env shows only pictures."""
+    height, width = pixels.shape[0] // cell_px, pixels.shape[1] // cell_px
+    if pixels.ndim != 3 or (height * cell_px, width * cell_px) != pixels.shape[:2]:
+        return None
+    glyphs = {_glyph(kind, cell_px).tobytes(): kind for kind in CELL_KINDS}
+    rows = []
+    for r in range(height):
+        row = ""
+        for c in range(width):
+            cell = pixels[r * cell_px : (r + 1) * cell_px, c * cell_px : (c + 1) * cell_px]
+            kind = glyphs.get(np.ascontiguousarray(cell).tobytes())
+            if kind is None:
+                return None
+            row += kind
+        rows.append(row)
+    return tuple(rows)

@@ -16,10 +16,13 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import numpy as np
+
 from ..common import Policy
 from ..stream import draw_unseen
 from .game import DIRECTIONS, Board, push, render_grid
 from .levels import generate_level
+from .picture import read_image
 from .prompt import board_prompt, current_grid, first_prompt, prompt
 from .solver import solve
 from .task import MAX_STEPS, SokobanTask
@@ -86,16 +89,24 @@ def gold_policy(task: SokobanTask) -> Policy:
 
 
 def _shown_board(messages: list[dict[str, Any]], task: SokobanTask) -> Board:
-    """The board of the newest user message that shows one (the env's latest observation)."""
+    """The board of the newest user message that shows one (the env's latest observation):
+    its text grid, or its picture (`picture.read_image`) when the env shows images."""
     for message in reversed(messages):
+        if message.get("role") != "user":
+            continue
         content = message.get("content")
-        if message.get("role") == "user" and isinstance(content, str):
-            rows = current_grid(content)
+        for part in reversed(content if isinstance(content, list) else [{"type": "text", "text": content}]):
+            rows = None
+            if part.get("type") == "text" and isinstance(part.get("text"), str):
+                rows = current_grid(part["text"])
+            elif part.get("type") == "image":
+                rows = read_image(np.asarray(part["image"]))
             if rows is not None:
                 return Board.parse(rows)
     raise ValueError(
         f"task {task.id}: no user message shows a Sokoban board (verl-agent's prompt, "
-        "'your current observation is:' and the grid); give the policy the env's observations"
+        "'your current observation is:' and the grid, or the room's picture); give the policy "
+        "the env's observations"
     )
 
 

@@ -29,3 +29,13 @@ register_suite(
         **_ROOMS,
     )
 )
+register_suite(
+    Suite(
+        "sokoban-6x6-image",
+        "arborl/Sokoban-v0",
+        description="sokoban-6x6's rooms and reward shown as pictures (obs_type=image): verl-agent's "
+        "visual Sokoban, for a vision-language policy",
+        env_kwargs={"obs_type": "image"},
+        **{**_ROOMS, "tags": (*_ROOMS["tags"], "vision")},
+    )
+)

@@ -70,7 +70,7 @@ SHIPPED = {
     "web": {"web-mini", "web-miniwob", "web-miniwob-all"},
     "textworld": {"textworld-coin", "textworld-treasure", "textworld-cooking", "textworld-simple"},
 }
-SHIPPED["sokoban"] = {"sokoban-6x6", "sokoban-6x6-chat"}
+SHIPPED["sokoban"] = {"sokoban-6x6", "sokoban-6x6-chat", "sokoban-6x6-image"}
 # One suite per BFCL category and per ScienceWorld task type, registered in loops over the
 # packages' own lists.
 SHIPPED["bfcl"] = {"bfcl-multi-turn"} | {

@@ -142,3 +142,14 @@ def test_a_corrupt_screenshot_is_an_infrastructure_error():
     for bad in (b"", b"not an image", good[: len(good) // 2]):
         with pytest.raises(CorruptImage):
             decode_image(bad)
+
+
+def test_a_picture_gives_its_room_back():
+    from arborl.tasks.sokoban.picture import read_image
+
+    for t in get_suite("sokoban-6x6").tasks():
+        board = t.board()
+        assert read_image(render_image(board)) == board.rows()
+    pixels = render_image(board)
+    pixels[3, 3] ^= 1  # one pixel off: not a glyph
+    assert read_image(pixels) is None and read_image(pixels[:-1]) is None
