@@ -138,9 +138,10 @@ class MiniSweAgentConfig:
 
 
 def run_agent(
-    base_url: str, model: str, task: CodeTask, env: SandboxEnvironment, cfg: MiniSweAgentConfig
+    base_url: str, model: str, task: CodeTask | str, env: SandboxEnvironment, cfg: MiniSweAgentConfig
 ) -> dict:
-    """mini-swe-agent's own loop on `task` (blocking: call it on a worker thread); its exit info."""
+    """mini-swe-agent's own loop on `task` (its problem statement, or the task's text itself;
+    blocking: call it on a worker thread); its exit info."""
     agent_mod, model_mod, _ = _import_msa()
     llm = model_mod.LitellmModel(
         model_name=f"openai/{model}",
@@ -165,7 +166,7 @@ def run_agent(
     )
     errors = model_mod.litellm.exceptions
     try:
-        return agent.run(task.problem_statement)
+        return agent.run(task if isinstance(task, str) else task.problem_statement)
     except (
         errors.APIConnectionError,
         errors.InternalServerError,

@@ -8,7 +8,8 @@
 It stands where arborl's `Agent` stands in the rollout loop: the gateway (started on first use,
 on its own thread) serves the trainer's engine, whose calls are carried back to the trainer's
 event loop, so the engine is only ever used from the loop it runs on; each episode leases a
-sandbox from the Code-v0 env's pool (on the env event loop) and runs `swe_episode` there.
+sandbox from the env's pool (on the env event loop) and runs `swe_episode` there (Code-v0), or
+`harbor_episode` (Harbor-v0: a Harbor task folder's task, graded by its tests).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from typing import Any
 
 import gymnasium
 
+from arborl.envs.benchmarks import InfraError
 from arborl.envs.code.env import CodeEnv
 from arborl.envs.event_loop import get_env_loop
+from arborl.envs.harbor.env import HarborEnv
 from arborl.sandboxes import SandboxError
 
 from ..engines import EngineError, Generation, InferenceEngine, SamplingParams
@@ -31,7 +34,8 @@ from ..engines.base import WeightsSource
 from ..gateway import Gateway, GatewayConfig
 from ..gateway.serve import serving
 from ..trajectory import Trajectory
-from .mini_swe_agent import HarnessInfraError, MiniSweAgentConfig, swe_episode
+from .harbor import HarborHarnessEpisode, harbor_episode
+from .mini_swe_agent import HarnessEpisode, HarnessInfraError, MiniSweAgentConfig, swe_episode
 
 log = logging.getLogger(__name__)
 
@@ -103,15 +107,24 @@ class MiniSweAgentRunner:
         loop, as `arborl train` makes its envs (a `pool=` of another loop is not supported). Between-turn gates do not apply: the harness
         owns its loop, so partial rollouts are refused by the config."""
         code_env = env.unwrapped
-        if not isinstance(code_env, CodeEnv):
-            raise TypeError(f"mini-swe-agent runs on arborl/Code-v0 tasks, not on {type(code_env).__name__}")
-        gw, url = self._gateway()
-        spec = code_env.sandbox_spec(task)
-        try:
-            ep = await get_env_loop().hop(
-                swe_episode(gw, url, task, code_env.pool, config=self.config, group_id=group_id, spec=spec)
+        if not isinstance(code_env, CodeEnv | HarborEnv):
+            raise TypeError(
+                f"mini-swe-agent runs on arborl/Code-v0 and arborl/Harbor-v0 tasks, not on {type(code_env).__name__}"
             )
-        except (SandboxError, EngineError, HarnessInfraError, OSError) as e:
+        gw, url = self._gateway()
+        try:
+            if isinstance(code_env, HarborEnv):
+                ep: HarnessEpisode | HarborHarnessEpisode = await get_env_loop().hop(
+                    harbor_episode(gw, url, task, code_env, config=self.config, group_id=group_id)
+                )
+            else:
+                spec = code_env.sandbox_spec(task)
+                ep = await get_env_loop().hop(
+                    swe_episode(
+                        gw, url, task, code_env.pool, config=self.config, group_id=group_id, spec=spec
+                    )
+                )
+        except (SandboxError, EngineError, HarnessInfraError, InfraError, OSError) as e:
             log.warning("a mini-swe-agent episode failed for infrastructure reasons: %s", e)
             failed = Trajectory(prompt_ids=[0], task_id=str(getattr(task, "id", "")), group_id=group_id)
             failed.truncation = "env_error"
@@ -122,7 +135,8 @@ class MiniSweAgentRunner:
                     v + self.version_offset if v >= 0 else v for v in turn.policy_versions
                 ]
             traj.metrics["harness/steps"] = float(len(ep.commands))
-        info = {"grade": ep.grade.status, "exit_status": ep.exit_info.get("exit_status")}
+        grade = ep.grade.status if isinstance(ep, HarnessEpisode) else ep.run.error_kind or "graded"
+        info = {"grade": grade, "exit_status": ep.exit_info.get("exit_status")}
         return HarnessResult(ep.trajectories, info=info)
 
     async def aclose(self) -> None:

@@ -126,13 +126,16 @@ class HarborEnv(ToolCallingEnv):
             raise HarborTaskError(task.error)
         if task.image_error:
             raise HarborImageError(task.image_error)
-        if not task.image:
-            await self._build(task)
+        await self.prepare_image(task)
         await super()._before_reset(task)
 
-    async def _build(self, task: HarborTask) -> None:
+    async def prepare_image(self, task: HarborTask) -> None:
+        """Build `task`'s image on this env's Docker engine unless it is built (blocking work
+        in a thread); `sandbox_spec(task)` needs it."""
         import asyncio
 
+        if task.image:
+            return
         key = (task.path, self._engine_key())
         if key in _IMAGES:
             return
