@@ -170,7 +170,8 @@ async def run_tests(sandbox: Any, task: HarborTask, image_env: dict[str, str], k
     sealed = await sandbox.exec(_SEAL, user="root", timeout=120, workdir="/", env=ROOT_ENV)
     if not sealed.ok:
         raise RuntimeError(f"cannot seal {TESTS_DIR}: {sealed.output[-500:]}")
-    env = {k: v for k, v in image_env.items() if k not in DROPPED_ENV}
+    # Harbor sets [environment] env on the container, so its tests see it too.
+    env = {k: v for k, v in {**image_env, **task.agent_env}.items() if k not in DROPPED_ENV}
     env |= SANITISED | task.verifier_env
     env["PATH"] = await safe_path(
         sandbox, task.verifier_env.get("PATH") or image_env.get("PATH") or DEFAULT_PATH

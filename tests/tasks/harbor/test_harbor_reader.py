@@ -219,3 +219,18 @@ def test_verifier_env_templates_come_from_the_host(tmp_path, monkeypatch):
     assert load_task(folder).verifier_env == {"TOKEN": "abc", "LEVEL": "3"}
     monkeypatch.delenv("ARBORL_T_TOKEN")
     assert "needs the host's environment variable ARBORL_T_TOKEN" in load_task(folder).error
+
+
+def test_a_prebuilt_image_is_its_family_base_or_refused(tmp_path):
+    folder = _copy(tmp_path)
+    (folder / "environment" / "Dockerfile").unlink()
+    toml = (folder / "task.toml").read_text()
+    (folder / "task.toml").write_text(
+        toml.replace("[environment]", '[environment]\ndocker_image = "python:3.12-slim"')
+    )
+    task = load_task(folder)
+    assert task.usable and task.family == "python" and task.workdir == "/app"
+    (folder / "task.toml").write_text(
+        toml.replace("[environment]", '[environment]\ndocker_image = "ghcr.io/acme/custom:1"')
+    )
+    assert "docker_image = 'ghcr.io/acme/custom:1' cannot be pulled here" in load_task(folder).image_error
