@@ -209,12 +209,12 @@ def admin_routes(gw: Gateway, token: str) -> APIRouter:
     @router.post("/episodes/{eid}/end")
     async def end_episode(request: Request, eid: str, body: EndRequest) -> dict[str, Any]:
         check(request)
-        return {"trajectories": [dataclasses.asdict(t) for t in gw.end_episode(eid, body.reward)]}
+        return {"trajectories": [_as_json(t) for t in gw.end_episode(eid, body.reward)]}
 
     @router.get("/episodes/{eid}")
     async def show_episode(request: Request, eid: str) -> dict[str, Any]:
         check(request)
-        return {"trajectories": [dataclasses.asdict(t) for t in gw.trajectories(eid)]}
+        return {"trajectories": [_as_json(t) for t in gw.trajectories(eid)]}
 
     return router
 
@@ -304,3 +304,10 @@ def make_app(gw: Gateway) -> FastAPI:
         return JSONResponse(error_body(message, code=f"http_{exc.status_code}"), status_code=exc.status_code)
 
     return app
+
+
+def _as_json(traj: Any) -> dict[str, Any]:
+    """A trajectory as JSON: its fields, a VLM's pixel arrays (`ImageInputs`) as nested lists."""
+    return dataclasses.asdict(
+        traj, dict_factory=lambda kv: {k: v.tolist() if hasattr(v, "tolist") else v for k, v in kv}
+    )

@@ -9,12 +9,13 @@ from __future__ import annotations
 import base64
 import io
 
+import httpx
 import numpy as np
 import openai
 import pytest
 import torch
 from agent_helpers import Recording
-from gateway_serving import gateway_at
+from gateway_serving import ADMIN, gateway_at
 from PIL import Image
 from transformers import Qwen2VLForConditionalGeneration
 
@@ -60,7 +61,19 @@ def test_image_parts_are_recorded_token_and_pixel_exact(tiny_vlm, processor):
         messages += [r.choices[0].message.model_dump(exclude_none=True, include={"role", "content"})]
         messages += [{"role": "user", "content": shown(second, "Now?")}]
         c.chat.completions.create(model="tiny", messages=messages, max_tokens=6, seed=2)
+        listed = httpx.get(
+            f"{url}/admin/episodes/{eid}", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30
+        )
         (traj,) = gw.end_episode(eid, reward=1.0)
+    (as_json,) = listed.json()["trajectories"]  # the admin route's JSON carries the pixels too
+    assert np.array_equal(
+        np.asarray(as_json["prompt_images"]["pixel_values"], dtype=np.float32),
+        traj.prompt_images.pixel_values,
+    )
+    assert (
+        as_json["turns"][0]["observation_images"]["image_grid_thw"]
+        == traj.turns[0].observation_images.image_grid_thw.tolist()
+    )
     (p0, _, lp0), (p1, c1, lp1) = engine.calls
     assert traj.prompt_ids == p0 and traj.token_ids().tolist() == p1 + c1  # one append-only segment
     # the first prompt is the processor's own rendering of the first request (ids and pixels)
