@@ -49,6 +49,13 @@ def trajectories_to_dataproto(
     """
     if not trajectories:
         raise ValueError("no trajectories to pack")
+    if any(t.images() is not None for t in trajectories):
+        # the batch would hold the image placeholders without their pixels: log-probs and
+        # ratios computed from it would be a different policy's
+        raise NotImplementedError(
+            "training on trajectories with images is not supported yet (their pixels do not "
+            "travel in the batch): use obs_type='text' to train, or a VLM for rollouts and eval only"
+        )
     prompts = [np.asarray(t.prompt_ids, dtype=np.int64) for t in trajectories]
     cols = [_response_columns(t) for t in trajectories]
     p_len = max_prompt_length or max(len(p) for p in prompts)

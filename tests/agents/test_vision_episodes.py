@@ -206,3 +206,17 @@ def test_tree_rollout_leaves_keep_their_images_and_the_learner_agrees(tiny_vlm, 
         learner = logp.gather(1, ids[1:].unsqueeze(1)).squeeze(1).numpy()
         mask = leaf.loss_mask()[1:].astype(bool)
         assert np.allclose(learner[mask], leaf.behavior_logprobs()[1:][mask], atol=1e-4)
+
+
+def test_a_training_batch_refuses_trajectories_with_images(processor, task):
+    from arborl.trainer.dataproto import trajectories_to_dataproto
+
+    messages = opening(task)
+    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ids, images = ImageEncoder(processor).encode(text, messages)
+    plain = Trajectory(prompt_ids=ids[:4], turns=[Turn([5], [-0.5])])
+    assert trajectories_to_dataproto([plain], pad_token_id=0) is not None
+    with pytest.raises(NotImplementedError, match="images is not supported yet"):
+        trajectories_to_dataproto(
+            [plain, Trajectory(prompt_ids=ids, prompt_images=images, turns=[Turn([5], [-0.5])])], 0
+        )
