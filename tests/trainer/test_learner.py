@@ -74,7 +74,7 @@ def test_fused_logprobs_equal_the_models_own(model):
     torch.testing.assert_close(ours, reference_logprobs(model, data), rtol=0, atol=2e-5)
 
 
-@pytest.mark.parametrize("correction", ["decoupled", "tis", "none"])
+@pytest.mark.parametrize("correction", ["decoupled", "tis", "none", "seq_tis", "seq_mis", "geo_mask", "m2po"])
 def test_updates_follow_the_advantages(model, correction):
     data = batch(model)
     mask = data.batch["response_mask"]
@@ -87,6 +87,7 @@ def test_updates_follow_the_advantages(model, correction):
     seq = ((after - before) * mask).sum(-1)
     assert (seq[0::2] > 0).all() and (seq[1::2] < 0).all(), seq  # up where A > 0, down where A < 0
     assert np.isfinite(metrics["actor/pg_loss"]) and metrics["actor/grad_norm"] > 0
+    assert 0.9 < metrics["offpolicy/ess"] <= 1  # 5 % off the policy: nearly every sample counts
     if correction == "decoupled":
         assert 0 < metrics["offpolicy/rollout_is_eff_sample_size"] <= 1
         assert metrics["offpolicy/log_ratio_abs_mean"] == pytest.approx(0.04, rel=0.3)  # |N(0, .05)|

@@ -18,8 +18,9 @@ by `agg_loss` (`actor_loss`)::
     loss = pg_loss − entropy_coeff · H(π_θ) + kl_loss_coef · KL(π_θ ‖ π_ref)      (KL: use_kl_loss)
 
 with the KL per token from verl's `kl_penalty` (``low_var_kl``: ``e^(ref−logp) − (ref−logp) − 1``,
-clamped to [−10, 10]). Off-policy tokens are weighted by the truncated importance ratio
-``min(π_prox/π_behav, C)`` (`importance_weights`, verl's rollout-correction weights).
+clamped to [−10, 10]). The off-policy correction (`off_policy.py`) reaches the policy loss
+as ``old_log_probs`` (what its ratio divides by), ``is_weights`` (per-token weights) and
+``pg_mask`` (tokens the policy loss leaves out, still counted in its normaliser).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from typing import Any
 
 import torch
 from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_weights
 
 from arborl.kernels import fused_logprob_entropy
 
@@ -72,24 +72,6 @@ def global_batch_info(mask: torch.Tensor) -> dict[str, Any]:
     }
 
 
-def importance_weights(
-    prox: torch.Tensor,
-    behav: torch.Tensor,
-    mask: torch.Tensor,
-    threshold: float,
-    metrics: dict[str, float] | None = None,
-) -> torch.Tensor:
-    """Truncated per-token importance weights ``min(π_prox/π_behav, C)`` (verl's), C the
-    `threshold`; their statistics go into `metrics` when given."""
-    weights, is_metrics = compute_rollout_correction_weights(
-        (prox - behav) * mask, mask, rollout_is="token", rollout_is_threshold=threshold
-    )
-    if metrics is not None:
-        metrics.update({f"offpolicy/{k}": float(v) for k, v in is_metrics.items()})
-        metrics["offpolicy/log_ratio_abs_mean"] = masked_mean((prox - behav).abs(), mask)
-    return weights
-
-
 @dataclass
 class ActorLoss:
     """The loss of a micro-batch and its terms (each already aggregated by `agg_loss`)."""
@@ -110,18 +92,23 @@ def actor_loss(
     ent: torch.Tensor,
 ) -> ActorLoss:
     """verl's actor loss of the micro-batch `mb` (needs ``old_log_probs`` and ``advantages``,
-    ``ref_log_prob`` with use_kl_loss), its log-probs `logp` and entropies `ent` under π_θ;
+    ``ref_log_prob`` with use_kl_loss; ``is_weights``, ``pg_mask`` where the correction sets
+    them), its log-probs `logp` and entropies `ent` under π_θ;
     `actor_cfg.global_batch_info` holds the mini-batch's counts (`global_batch_info`)."""
     m = mb["response_mask"].float()
-    pg_loss, pg_metrics = loss_fn(
-        mb["old_log_probs"],
-        logp,
-        mb["advantages"],
-        m,
-        cfg.loss_agg_mode,
-        actor_cfg,
-        rollout_is_weights=mb.get("is_weights"),
-    )
+    pg_mask = m * mb["pg_mask"] if "pg_mask" in mb else m
+    if pg_mask.any():
+        pg_loss, pg_metrics = loss_fn(
+            mb["old_log_probs"],
+            logp,
+            mb["advantages"],
+            pg_mask,
+            cfg.loss_agg_mode,
+            actor_cfg,
+            rollout_is_weights=mb.get("is_weights"),
+        )
+    else:  # every token masked out of the policy loss (verl's losses refuse an empty mask)
+        pg_loss, pg_metrics = (logp * 0).sum(), {}
     # verl's composition (verl.workers.utils.losses.ppo_loss):
     #   loss = pg_loss - entropy_coeff · entropy + kl_loss_coef · kl
     # each term aggregated by agg_loss over the mini-batch's tokens / sequences
@@ -136,8 +123,3 @@ def actor_loss(
         kl_loss = core_algos.agg_loss(kl, m, cfg.loss_agg_mode, **info)
         loss = loss + cfg.kl_loss_coef * kl_loss
     return ActorLoss(loss, pg_loss, ent_loss, kl_loss, pg_metrics)
-
-
-def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
-    """The mean of `x` over the positions `mask` sets (0 when none is set)."""
-    return float((x * mask).sum() / mask.sum().clamp(min=1))

@@ -7,14 +7,18 @@
 The loss of a micro-batch (log-probs from the fused kernel, verl's policy loss, its entropy and
 KL terms) is in `actor_loss.py`; how a batch is cut into mini- and micro-batches in
 `minibatches.py`; the settings in `learner_config.py`. Off-policy correction (asynchronous
-rollouts sample with older weights):
+rollouts sample with older weights) is `learner.correction`, one of the options of
+`off_policy.py` (formulas there):
 
 - ``decoupled`` (default): the proximal log-probs ``π_prox`` are the weights at the start of
   this update, fixed before its first mini-batch; PPO clips ``π_θ/π_prox``; each token is
   weighted by the truncated importance ratio ``min(π_prox/π_behav, C)`` (verl's
   rollout-correction weights).
-- ``tis``: no recompute; truncated importance sampling on a REINFORCE loss,
-  ``-min(π_θ/π_behav, C) · A · log π_θ`` (verl's bypass mode).
+- ``tis``, ``seq_tis``, ``seq_mis``, ``geo_mask``: no recompute; token- or sequence-level
+  truncated or masked importance sampling on a REINFORCE loss, ``-w · A · log π_θ`` (verl's
+  bypass mode).
+- ``m2po``: verl's bypass REINFORCE with untruncated token ratios on the tokens a
+  second-moment trust region keeps (its mask fixed from ``π_prox`` before the first step).
 - ``none``: PPO around the behaviour policy itself (``π_prox := π_behav``).
 
 An update is verl's actor update: ``ppo_epochs`` passes over the batch, each cut into
@@ -34,7 +38,8 @@ exact and the no-grad pass runs.
 π_ref, the anchor of the KL term, is the policy as RL starts, a frozen copy (`set_reference`)
 whose log-probs are computed once per batch.
 
-Every update logs the log-ratio statistics and the effective sample size.
+Every update logs the log-ratio statistics and the effective sample size of the correction's
+weights as the update first applied them (``offpolicy/ess``, `off_policy.batch_metrics`).
 """
 
 from __future__ import annotations
@@ -45,9 +50,10 @@ import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
-from .actor_loss import actor_loss, global_batch_info, importance_weights, token_logprobs
-from .learner_config import LearnerConfig, lr_lambda, verl_actor_config
+from .actor_loss import actor_loss, global_batch_info, token_logprobs
+from .learner_config import LearnerConfig, lr_lambda, policy_loss_mode, verl_actor_config
 from .minibatches import micro_batches, mini_batches
+from .off_policy import batch_metrics, get_correction
 
 __all__ = ["Learner", "LearnerConfig", "verl_actor_config"]
 
@@ -67,9 +73,8 @@ class Learner:
         self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(cfg))
         self.actor_cfg = verl_actor_config(cfg)
-        self.loss_fn = core_algos.get_policy_loss_fn(
-            "bypass_mode" if cfg.correction == "tis" else cfg.loss_mode
-        )
+        self.correction = get_correction(cfg.correction)
+        self.loss_fn = core_algos.get_policy_loss_fn(policy_loss_mode(cfg))
         self.steps = 0
         self.last_update_metrics: list[dict[str, float]] = []
 
@@ -110,25 +115,18 @@ class Learner:
         optimiser step per mini-batch, against ``π_prox`` fixed before the first. Metrics are
         the means over the steps (``actor/pg_clipfrac``, ``actor/ppo_kl``, ...), plus
         ``actor/pg_clipfrac_max`` and ``actor/updates``; `last_update_metrics` keeps each step's."""
-        cfg, batch = self.config, data.batch
+        cfg, batch, corr = self.config, data.batch, self.correction
         mask = batch["response_mask"].float()
         metrics: dict[str, float] = {}
         behav = batch["rollout_log_probs"].float()
         minis = self.mini_batches(data)
         n_updates = len(minis) * cfg.ppo_epochs
         # π_prox from the training forward is exact only at the first and only step.
-        reuse = (
-            cfg.correction == "decoupled"
-            and cfg.proximal == "reuse"
-            and n_updates == 1
-            and not _has_dropout(self.model)
-        )
-        if cfg.correction == "decoupled" and not reuse:
-            prox = self.compute_logprobs(data)
-            batch["old_log_probs"] = prox
-            batch["is_weights"] = importance_weights(prox, behav, mask, cfg.is_threshold, metrics)
-        elif not reuse:
-            batch["old_log_probs"] = behav
+        reuse = corr.reusable and cfg.proximal == "reuse" and n_updates == 1 and not _has_dropout(self.model)
+        prox = self.compute_logprobs(data) if corr.needs_proximal and not reuse else None
+        if not reuse:
+            for key, value in corr.prepare(prox, behav, mask, cfg).items():
+                batch[key] = value
         if cfg.use_kl_loss:
             if self.ref_model is None:
                 raise ValueError(
@@ -137,13 +135,12 @@ class Learner:
                 )
             batch["ref_log_prob"] = self.compute_logprobs(data, self.ref_model)
         steps: list[dict[str, float]] = []
-        prox_all = torch.zeros_like(behav)
-        for _ in range(cfg.ppo_epochs):
+        seen = torch.zeros_like(behav)  # each row's log-probs at its first step
+        for epoch in range(cfg.ppo_epochs):
             for rows in minis:
                 part = data if len(minis) == 1 else data.select_idxs(rows)
-                steps.append(self._mini_batch_step(part, reuse, prox_all, rows))
-        if reuse:  # the statistics over the whole batch, as the recompute path logs them
-            importance_weights(prox_all, behav, mask, cfg.is_threshold, metrics)
+                steps.append(self._mini_batch_step(part, reuse, seen if epoch == 0 else None, rows))
+        metrics.update(batch_metrics(corr, prox if prox is not None else seen, behav, mask, cfg))
         self.last_update_metrics = steps
         keys = {k for m in steps for k in m}
         metrics.update({k: sum(m.get(k, 0.0) for m in steps) / len(steps) for k in keys})
@@ -153,9 +150,10 @@ class Learner:
         return metrics
 
     def _mini_batch_step(
-        self, data: Any, reuse: bool, prox_all: torch.Tensor, rows: np.ndarray
+        self, data: Any, reuse: bool, seen: torch.Tensor | None, rows: np.ndarray
     ) -> dict[str, float]:
-        """One optimiser step of the policy loss on one mini-batch (micro-batched)."""
+        """One optimiser step of the policy loss on one mini-batch (micro-batched); the
+        training forward's log-probs go into `seen` (batch rows) when given."""
         cfg = self.config
         mask = data.batch["response_mask"].float()
         self.actor_cfg.global_batch_info.clear()
@@ -167,12 +165,11 @@ class Learner:
             logp, ent = token_logprobs(self.model, mb, cfg)
             m = mb["response_mask"].float()
             if reuse:
-                prox = logp.detach().float()
-                mb["old_log_probs"] = prox
-                mb["is_weights"] = importance_weights(
-                    prox, mb["rollout_log_probs"].float(), m, cfg.is_threshold
+                mb.update(
+                    self.correction.prepare(logp.detach().float(), mb["rollout_log_probs"].float(), m, cfg)
                 )
-                prox_all[torch.as_tensor(rows)[idx], : prox.shape[1]] = prox
+            if seen is not None:
+                seen[torch.as_tensor(rows)[idx], : logp.shape[1]] = logp.detach().float()
             out = actor_loss(self.loss_fn, self.actor_cfg, cfg, mb, logp, ent)
             if out.kl_loss is not None:
                 sums["actor/kl_loss"] = sums.get("actor/kl_loss", 0.0) + float(out.kl_loss.detach())

@@ -1,7 +1,8 @@
 """The learner's settings (`LearnerConfig`) and what they become in verl and torch.
 
 `verl_actor_config` is the verl `ActorConfig` its policy-loss functions read (the loss is
-looked up in verl's registry by `loss_mode`; `correction="tis"` is verl's bypass mode);
+looked up in verl's registry by `policy_loss_mode`: `loss_mode`, or verl's bypass mode for the
+corrections that run in it, `off_policy.py`);
 `lr_lambda` is the learning-rate schedule: a linear warm-up over `warmup_steps`, then
 constant, or a cosine or linear decay to 0 at `total_steps`.
 """
@@ -15,6 +16,8 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from verl.trainer.ppo import core_algos
+
+from .off_policy import get_correction
 
 
 class LearnerConfig(BaseModel):
@@ -52,8 +55,25 @@ class LearnerConfig(BaseModel):
         description="verl's kl_penalty estimator: kl (k1), abs, mse (k2), low_var_kl (k3); a '+' "
         "suffix keeps the value and takes k2's unbiased gradient (low_var_kl+)",
     )
-    correction: Literal["decoupled", "tis", "none"] = Field("decoupled", description="off-policy correction")
-    is_threshold: float = Field(2.0, gt=0, description="truncation C of importance weights")
+    correction: str = Field(
+        "decoupled",
+        description="off-policy correction (trainer/local/off_policy.py): decoupled, none, tis, "
+        "seq_tis, seq_mis, geo_mask, m2po",
+    )
+    is_threshold: float = Field(
+        2.0, gt=0, description="truncation C of importance weights (decoupled, tis, seq_tis, geo_mask)"
+    )
+    seq_mis_bounds: tuple[float, float] = Field(
+        (0.5, 2.0),
+        description="seq_mis: [l, u] a sequence's ratio Π π_θ/π_behav must stay in, or it is dropped",
+    )
+    geo_mask_bounds: tuple[float, float] = Field(
+        (0.9, 1.1),
+        description="geo_mask: [l, u] a sequence's geometric-mean token ratio must stay in, or it is dropped",
+    )
+    m2_threshold: float = Field(
+        0.04, gt=0, description="m2po: τ, the most the kept tokens' mean (log π_prox/π_behav)² may be"
+    )
     proximal: Literal["reuse", "recompute"] = Field(
         "reuse",
         description="decoupled: take π_prox from the training forward (detached; only where "
@@ -85,6 +105,20 @@ class LearnerConfig(BaseModel):
                     + " (a KL term also needs learner.use_kl_loss=true)"
                 )
         return data
+
+    @field_validator("correction")
+    @classmethod
+    def _known_correction(cls, name: str) -> str:
+        get_correction(name)  # an unknown name's error lists the known ones
+        return name
+
+    @field_validator("seq_mis_bounds", "geo_mask_bounds")
+    @classmethod
+    def _bounds(cls, bounds: tuple[float, float]) -> tuple[float, float]:
+        lo, hi = bounds
+        if not 0 < lo <= hi:
+            raise ValueError(f"bounds [l, u] need 0 < l <= u, got [{lo}, {hi}] (e.g. [0.5, 2.0])")
+        return bounds
 
     @field_validator("kl_loss_type")
     @classmethod
@@ -118,17 +152,20 @@ def lr_lambda(cfg: LearnerConfig) -> Callable[[int], float]:
     return f
 
 
+def policy_loss_mode(cfg: LearnerConfig) -> str:
+    """The name of the policy loss in verl's registry: verl's bypass mode for the corrections
+    that run in it (tis, seq_tis, ...), else `loss_mode`."""
+    return "bypass_mode" if get_correction(cfg.correction).verl_config(cfg) is not None else cfg.loss_mode
+
+
 def verl_actor_config(cfg: LearnerConfig) -> Any:
     """The verl `ActorConfig` its policy-loss functions read."""
-    from verl.trainer.config import RolloutCorrectionConfig
     from verl.workers.config import ActorConfig
     from verl.workers.config.actor import PolicyLossConfig
 
     policy_loss = PolicyLossConfig(loss_mode=cfg.loss_mode)
-    if cfg.correction == "tis":
-        correction = RolloutCorrectionConfig(
-            rollout_is="token", rollout_is_threshold=cfg.is_threshold, loss_type="reinforce", bypass_mode=True
-        )
+    correction = get_correction(cfg.correction).verl_config(cfg)
+    if correction is not None:
         policy_loss = PolicyLossConfig(loss_mode="bypass_mode", rollout_correction=correction)
     actor = ActorConfig(
         strategy="fsdp",

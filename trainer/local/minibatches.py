@@ -52,7 +52,7 @@ def micro_batches(
     b = data.batch
     seq_keys = ("input_ids", "attention_mask", "position_ids")
     resp_keys = ["responses", "response_mask"]
-    extra = ("advantages", "old_log_probs", "rollout_log_probs", "ref_log_prob", "is_weights")
+    extra = ("advantages", "old_log_probs", "rollout_log_probs", "ref_log_prob", "is_weights", "pg_mask")
     resp_keys += [k for k in extra if k in b.keys()]  # noqa: SIM118 - a TensorDict
     resp_len = b["responses"].shape[1]
     prompt_len = b["input_ids"].shape[1] - resp_len
