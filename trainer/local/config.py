@@ -137,6 +137,21 @@ class AsyncConfig(_Strict):
         "sync: each batch is generated with the current weights (staleness 0)",
     )
     max_staleness: int = Field(1, ge=0, description="async: versions a sample may lag the learner")
+    ess_throttle: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="async: after a batch whose effective sample size (offpolicy/ess, in (0, 1]) is "
+        "below this, lower the staleness bound by one, not below 0 (trainer/local/staleness.py; "
+        "logged as staleness/bound); None: the bound stays max_staleness",
+    )
+    ess_restore: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="async: after a batch whose ESS is at least this, raise the lowered bound by one "
+        "again, up to max_staleness; None: ess_throttle",
+    )
     stale: Literal["drop", "downweight"] = Field("drop", description="what happens to staler samples")
     partial_rollouts: bool = Field(
         False,
@@ -162,6 +177,24 @@ class AsyncConfig(_Strict):
                 "async mode episodes already run on across weight pushes (per-token versions, "
                 "staleness bounded by the oldest token): set async.partial_rollouts=false, or "
                 "async.mode=sync to use partial rollouts"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _throttle_is_an_async_option(self) -> AsyncConfig:
+        if self.ess_throttle is None:
+            if self.ess_restore is not None:
+                raise ValueError("async.ess_restore needs async.ess_throttle (the ESS that lowers the bound)")
+            return self
+        if self.mode == "sync":
+            raise ValueError(
+                "async.ess_throttle lowers async.max_staleness, which sync mode does not have (its "
+                "staleness is 0): set async.mode=async, or async.ess_throttle=null"
+            )
+        if self.ess_restore is not None and self.ess_restore < self.ess_throttle:
+            raise ValueError(
+                f"async.ess_restore={self.ess_restore} is below async.ess_throttle={self.ess_throttle}: "
+                "the bound would be raised by an ESS that also lowers it; set ess_restore >= ess_throttle"
             )
         return self
 

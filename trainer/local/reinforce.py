@@ -39,6 +39,7 @@ from .progress import PhaseBar
 from .rollout import RolloutManager, dispatch_limit, max_in_flight
 from .run_context import RunContext
 from .segments import credited_batch
+from .staleness import StalenessBound
 
 
 def turn_rewards_of(t: Trajectory) -> list[float]:
@@ -84,6 +85,10 @@ class Reinforce:
         # they ended in an explosion and its options were not changed)
         self.guard = EntropyGuard(cfg.run.entropy_guard)
         self.stop_reason = self.guard.replay(e for e in read_metrics(ctx.dir) if e["phase"] == "rl")
+        # the async staleness bound, lowered while the batches' ESS is low (async.ess_throttle);
+        # a resumed run replays its logged ESS to start where it stopped
+        self.bound = StalenessBound(cfg.async_)
+        self.bound.replay(e for e in read_metrics(ctx.dir) if e["phase"] == "rl")
 
     async def run(self) -> None:
         ctx = self.ctx
@@ -133,7 +138,7 @@ class Reinforce:
             ctx.buffer,
             ctx.store,
             group_size=cfg.rollout.group_size,
-            limit=lambda: dispatch_limit(cfg.async_, groups_per_step, ctx.state.version),
+            limit=lambda: dispatch_limit(cfg.async_, groups_per_step, ctx.state.version, self.bound.current),
             max_in_flight=max_in_flight(cfg.async_, groups_per_step),
             cursor=ctx.state.cursor,
             redo=ctx.redo,
@@ -169,6 +174,7 @@ class Reinforce:
         t2 = time.perf_counter()
         await ctx.push_weights()  # lands between two of the engine's decode steps
         push_s = time.perf_counter() - t2
+        self.bound.observe(m.get("offpolicy/ess"))  # before notify: the limit reads it
         manager.resume()
         await manager.notify()
         m.update(self.rollout_metrics(groups, stats, wait_s, train_s, manager))
@@ -256,6 +262,7 @@ class Reinforce:
             / max(1, sum(stats.staleness.values())),
             "staleness/max": float(max(stats.staleness, default=0)),
             "staleness/dropped_groups": float(len(stats.dropped)),
+            **({"staleness/bound": float(self.bound.current)} if self.ctx.cfg.async_.mode == "async" else {}),
             "time/wait_s": wait_s,
             "time/train_s": train_s,
             "time/elapsed_s": self.ctx.elapsed(),

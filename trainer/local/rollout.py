@@ -18,7 +18,8 @@ compute it from the config); `notify()` re-checks it:
                    learner updates, so unfinished episodes wait between turns and resume
                    with the new weights (APRIL);
 - async:           limit = (version + max_staleness + 1) * groups_per_step — generation runs
-                   ahead of the learner by at most `max_staleness` versions (AReaL); episodes
+                   ahead of the learner by at most `max_staleness` versions (AReaL; lowered
+                   while the batches' ESS is low, `staleness.StalenessBound`); episodes
                    run on across weight pushes (no gate), each token keeping its version
                    (partial rollouts are a sync-mode option: the config refuses them here).
 
@@ -62,11 +63,12 @@ log = logging.getLogger(__name__)
 INFRA_FAILURES = ("engine_error", "env_error", "sandbox_infra")
 
 
-def dispatch_limit(a: AsyncConfig, groups_per_step: int, version: int) -> int:
-    """Task indices that may be dispatched in all while the policy is at `version`."""
+def dispatch_limit(a: AsyncConfig, groups_per_step: int, version: int, bound: int | None = None) -> int:
+    """Task indices that may be dispatched in all while the policy is at `version`; `bound`:
+    the async staleness bound now, when it is not `max_staleness` (`staleness.StalenessBound`)."""
     g = groups_per_step
     if a.mode == "async":
-        return (version + a.max_staleness + 1) * g
+        return (version + (a.max_staleness if bound is None else bound) + 1) * g
     extra = math.ceil((a.overprovision - 1) * g) if a.partial_rollouts else 0
     return (version + 1) * g + extra
 
