@@ -33,6 +33,7 @@ KINDS: Mapping[str, tuple[str, str]] = {
     "no_reward": ("test run without a reward", "test runs without a reward"),
     "bad_reward": ("unreadable reward", "unreadable rewards"),
     "tests_timeout": ("tests timeout", "tests timeouts"),
+    "reward_tampered": ("reward written after the tests", "rewards written after the tests"),
 }
 
 

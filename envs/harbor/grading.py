@@ -17,8 +17,10 @@ under RL is an adversary that will try to write that number itself, so here, in 
    is not on `sys.path`: no `pytest.py` or `json.py` of its own is imported), then the task's
    `[verifier] env`. pytest finds its configuration and conftest.py from /tests upwards, where
    the agent could write nothing. Its output comes back to the host;
-4. every process is killed again (a service the tests started, anything of the agent's that
-   the tests ran and that would go on writing);
+4. test.sh runs under the reward guard (`guard.py`): what it starts stays below the guard,
+   which kills all of it the moment test.sh exits and says whether the reward changed after
+   that (a service of the agent's that the tests started, left rewriting the reward: a 0); then
+   every process in the sandbox is killed again;
 5. the reward file is read by the host, as root, following no link, and parsed strictly: one
    finite number in reward.txt, or reward.json's `reward` (Harbor's flat object of numbers).
    No reward, or not a number, is the agent's 0 with the reason; `HarborEnv`'s hook makes it an
@@ -26,15 +28,16 @@ under RL is an adversary that will try to write that number itself, so here, in 
 
 What the tests run of the agent's (its program, its start script) runs as root inside step 3:
 it could write the reward itself before test.sh writes its own at the end, which is why a
-test.sh should write the reward last (Harbor's own do). The sandbox is never reused after
-grading (`HarborEnv` destroys it), since root code of the agent's may have changed anything.
+test.sh should write the reward last (Harbor's own do); a write after test.sh has ended is
+caught by the guard, one squeezed between test.sh's last write and its exit is not. The
+sandbox is never reused after grading (`HarborEnv` destroys it), since root code of the
+agent's may have changed anything.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +45,10 @@ from arborl.sandboxes import SandboxFileNotFound, SandboxOpError
 from arborl.sandboxes.base import tar_archive
 from arborl.tasks.harbor import REWARD_JSON, REWARD_TXT, TESTS_DIR, VERIFIER_LOGS, HarborTask, read_files
 
+from .guard import guard_argv, new_nonce, read_verdict
+
+#: The files of /logs/verifier that hold a reward (Harbor's).
+REWARD_NAMES = ("reward.txt", "reward.json")
 #: The verifier's output kept (head and tail) per stream.
 MAX_TEST_OUTPUT = 256 * 1024
 MAX_REWARD_BYTES = 64 * 1024
@@ -97,7 +104,7 @@ class TestRun:
     error: str = ""
     """Why there is no reward ('' when there is one)."""
     error_kind: str = ""
-    """`no_reward` | `bad_reward` | `tests_timeout` | ''."""
+    """`no_reward` | `bad_reward` | `tests_timeout` | `reward_tampered` | ''."""
     exit_code: int | None = None
     timed_out: bool = False
     output: str = ""
@@ -177,21 +184,33 @@ async def run_tests(sandbox: Any, task: HarborTask, image_env: dict[str, str], k
         sandbox, task.verifier_env.get("PATH") or image_env.get("PATH") or DEFAULT_PATH
     )
     assignments = [f"{k}={v}" for k, v in env.items() if k.isidentifier()]
+    nonce = new_nonce()
     r = await sandbox.exec(
-        ["/usr/bin/env", "-i", *assignments, f"{TESTS_DIR}/test.sh"],
+        guard_argv(VERIFIER_LOGS, REWARD_NAMES, ["/usr/bin/env", "-i", *assignments, f"{TESTS_DIR}/test.sh"]),
         user="root",
         timeout=task.verifier_timeout_s,
         workdir=task.workdir,
         max_output=MAX_TEST_OUTPUT,
         env=ROOT_ENV,
+        stdin=nonce + "\n",
     )
     await kill()
-    run = TestRun(exit_code=r.exit_code, timed_out=r.timed_out, output=r.output)
+    verdict, stdout = read_verdict(r.stdout, nonce)
+    output = stdout + (("\n" if stdout else "") + r.stderr if r.stderr else "")
+    run = TestRun(exit_code=verdict.exit_code, timed_out=r.timed_out, output=output)
     if r.timed_out:
         run.error, run.error_kind = (
             f"task {task.id}: tests/test.sh ran past [verifier] timeout_sec={task.verifier_timeout_s:g} s",
             "tests_timeout",
         )
+        return run
+    if not verdict.found or verdict.changed_after_exit:
+        why = (
+            "the reward changed after tests/test.sh had ended (a process the tests started wrote it)"
+            if verdict.found
+            else "the tests' run ended without the reward guard's verdict (a process the tests started killed it)"
+        )
+        run.error, run.error_kind = f"task {task.id}: {why}", "reward_tampered"
         return run
     await read_reward(sandbox, task, run)
     return run
@@ -221,8 +240,3 @@ async def read_reward(sandbox: Any, task: HarborTask, run: TestRun) -> None:
         return
     run.error = f"task {task.id}: tests/test.sh wrote no reward ({REWARD_TXT} or {REWARD_JSON})"
     run.error_kind = "no_reward"
-
-
-def quote_env(env: dict[str, str]) -> str:
-    """`K=V ...` for a shell line (what the gold and the logs show)."""
-    return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
