@@ -64,6 +64,9 @@ class HarborBenchmark(Benchmark):
 
     async def grade(self, env: gymnasium.Env, task: Task, record: EpisodeRecord, ctx: GradeContext) -> Grade:
         verdict: dict[str, Any] = record.final("verifier") or {}
+        env_error = record.final("env_error")
+        if env_error and not verdict:  # grading itself failed (`GradingFailed`): no agent's 0
+            raise EnvironmentBroken(f"task {task.id}: {env_error}")
         total = float(sum(record.rewards))
         kind = str(verdict.get("error_kind") or "")
         grade = Grade(

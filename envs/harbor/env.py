@@ -27,7 +27,7 @@ from ..base import Step
 from ..benchmarks import InfraError
 from ..code.tools import workspace_tools
 from ..tool_calling_env import ToolCallingEnv
-from ..toolbox import ToolBox
+from ..toolbox import ToolBox, ToolUnavailable
 from .grading import TestRun, run_tests
 from .images import HarborImageError, TaskImage, build_task_image
 
@@ -43,6 +43,11 @@ _TREE_HASH = (
     "| sort -z | xargs -0 -r sha256sum -- 2>/dev/null | sha256sum"
 )
 _IMAGES: dict[tuple[str, str], TaskImage] = {}  # (task folder, Docker engine or image tag) -> built image
+
+
+class GradingFailed(ToolUnavailable):
+    """The task's tests could not be run (the task's or the infrastructure's fault, never the
+    agent's): the episode ends as an env error."""
 
 
 def remember_image(task: HarborTask, image: TaskImage) -> None:
@@ -168,11 +173,18 @@ class HarborEnv(ToolCallingEnv):
         return await self.verify()
 
     async def verify(self) -> tuple[float, dict[str, Any]]:
-        """Run the task's tests on the sandbox as the agent left it (`grading.py`)."""
+        """Run the task's tests on the sandbox as the agent left it (`grading.py`).
+
+        Grading that cannot be done (tests that cannot be staged, an image whose system
+        directories others may write) ends the episode as an env error, never a tool error
+        the agent reads and goes on from, nor a 0 it is scored on."""
         task: HarborTask = self.task
         self._graded_here = True
         raw = self.sandbox.raw
-        run: TestRun = await run_tests(self.sandbox, task, self.image(task).env, raw.kill_processes)
+        try:
+            run: TestRun = await run_tests(self.sandbox, task, self.image(task).env, raw.kill_processes)
+        except (RuntimeError, HarborTaskError) as e:
+            raise GradingFailed(f"task {task.id}: the tests could not run: {e}") from e
         return run.reward, {"verifier": run.info()}
 
     def _end_episode(self, broken: bool = False) -> None:

@@ -158,11 +158,29 @@ def parse_reward_json(text: str) -> dict[str, float]:
     return numbers
 
 
+class UnsafeImage(RuntimeError):
+    """The image lets others than root write where the system's commands are: nothing run
+    there as root can be trusted, so the task cannot be graded (the task's fault)."""
+
+
 async def safe_path(sandbox: Any, candidate: str) -> str:
+    """`candidate` (a PATH) less every directory root alone may not write; UnsafeImage when
+    the system's own directories are among those."""
     r = await sandbox.exec(
-        ["bash", "-c", _SAFE_PATH, "safe-path", candidate], user="root", timeout=60, workdir="/"
+        ["/bin/bash", "-c", _SAFE_PATH, "safe-path", f"{candidate}:{ROOT_ENV['PATH']}"],
+        user="root",
+        timeout=60,
+        workdir="/",
+        env=ROOT_ENV,
     )
-    return r.stdout.strip() if r.ok and r.stdout.strip() else "/usr/sbin:/usr/bin:/sbin:/bin"
+    safe = r.stdout.strip().split(":") if r.ok else []
+    unsafe = [d for d in ROOT_ENV["PATH"].split(":") if d not in safe]
+    if unsafe:
+        raise UnsafeImage(
+            f"the image lets others than root write {', '.join(unsafe)}: its tests cannot be trusted"
+        )
+    wanted = [d for d in candidate.split(":") if d in safe]
+    return ":".join(dict.fromkeys(wanted or safe))
 
 
 async def run_tests(sandbox: Any, task: HarborTask, image_env: dict[str, str], kill: Any) -> TestRun:

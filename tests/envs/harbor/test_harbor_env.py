@@ -55,3 +55,23 @@ async def test_a_backend_without_images_is_an_infrastructure_error(bwrap_backend
                 await areset(env, options={"task": load_task(EXAMPLES / "edit-config")})
         finally:
             env.close()
+
+
+@pytest.mark.docker
+async def test_an_image_whose_system_commands_others_may_write_cannot_be_graded(tmp_path, docker_backend):
+    """Nothing run there as root could be trusted: the episode ends as an env error (the task's
+    fault), never a tool error the agent goes on from, nor its 0."""
+    folder = tmp_path / "edit-config"
+    shutil.copytree(EXAMPLES / "edit-config", folder)
+    dockerfile = folder / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "RUN chmod 0777 /usr/bin\n")
+    async with SandboxPool(docker_backend, PoolConfig(max_size=1)) as pool:
+        env = gymnasium.make("arborl/Harbor-v0", pool=pool)
+        try:
+            await areset(env, options={"task": load_task(folder)})
+            _, reward, _, truncated, info = await astep(env, P.format_call("submit", {}))
+            assert truncated and reward == 0.0 and "verifier" not in info, info
+            assert "lets others than root write /usr/bin" in info["env_error"], info
+        finally:
+            await arelease(env)
+            env.close()

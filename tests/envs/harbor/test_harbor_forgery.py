@@ -53,7 +53,11 @@ def write(path: str, text: str) -> str:
 # Collecting without running exits 0: pytest "passes" and test.sh writes 1.
 PYTEST_INI = "[pytest]\naddopts = --collect-only -q\n"
 PYPROJECT = '[tool.pytest.ini_options]\naddopts = "--collect-only -q"\n'
-REWARD_1_SH = "#!/bin/sh\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n"
+# reward.json too: it is read before reward.txt, which test.sh writes last
+REWARD_1_SH = (
+    "#!/bin/sh\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; "
+    "echo '{\"reward\": 1}' > /logs/verifier/reward.json\n"
+)
 ATTACKS = {
     "planted-reward": "echo 1 > /logs/verifier/reward.txt && echo '{\"reward\": 1}' > /logs/verifier/reward.json",
     "reward-link": "echo 1 > /app/reward.txt && rm -rf /logs/verifier && ln -s /app /logs/verifier",
