@@ -136,6 +136,13 @@ def parse_reward_txt(text: str) -> float:
     return value
 
 
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
 def parse_reward_json(text: str) -> dict[str, float]:
     """Harbor's reward.json: a flat object whose numeric values are rewards; `reward` is the one
     that counts (or the only number there is). Returns the numbers, `reward` among them."""
@@ -145,14 +152,14 @@ def parse_reward_json(text: str) -> dict[str, float]:
     numbers = {
         str(k): float(v)
         for k, v in data.items()
-        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
+        if isinstance(v, int | float) and not isinstance(v, bool) and _finite(v)
     }
     if "reward" not in numbers:
         if "reward" in data:
-            raise ValueError(f'its "reward" is {data["reward"]!r}, not a finite number')
+            raise ValueError(f'its "reward" is {repr(data["reward"])[:80]}, not a finite number')
         if len(numbers) != 1:
             raise ValueError(
-                f'has no "reward" key and {len(numbers)} numbers to choose from: {sorted(numbers)[:5]}'
+                f'it has no "reward" key and {len(numbers)} numbers to choose from: {sorted(numbers)[:5]}'
             )
         numbers["reward"] = next(iter(numbers.values()))
     return numbers
@@ -250,7 +257,7 @@ async def read_reward(sandbox: Any, task: HarborTask, run: TestRun) -> None:
                 run.rewards = parse(text)
             else:
                 run.rewards = {"reward": parse_reward_txt(text)}
-        except (UnicodeDecodeError, ValueError) as e:
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
             run.error = f"task {task.id}: tests/test.sh wrote {path}, which is not a reward: {e}"
             run.error_kind = "bad_reward"
             return
