@@ -130,9 +130,9 @@ async def test_tests_made_to_hang_are_a_zero_not_an_infrastructure_error(pool, p
     assert reward == 0.0 and verdict["error_kind"] == "tests_timeout" and verdict["timed_out"], verdict
 
 
-async def test_what_the_tests_run_of_the_agents_writes_the_reward_first_and_test_sh_writes_it_last(pool):
-    """The build task's tests run the agent's Makefile as root: a Makefile that writes reward 1
-    is overwritten by test.sh's own verdict at its end."""
+async def test_a_makefile_the_tests_build_cannot_write_the_reward(pool):
+    """The build task's tests run the agent's Makefile (as its user, as the example's tests
+    run everything of the agent's): one that writes reward 1 cannot."""
     task = load_task(EXAMPLES / "build-c")
     makefile = "all:\n\tmkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt\nclean:\n\ttrue\n"
     reward, verdict = await episode(pool, task, write("Makefile", makefile))
@@ -154,21 +154,40 @@ async def test_a_graded_sandbox_is_never_reused(pool, permissive_task):
         env.close()
 
 
-async def test_a_service_the_tests_start_that_rewrites_the_reward_after_them_is_caught(pool):
-    """The service task's tests start the agent's start.sh as root: one that leaves a process
-    rewriting reward 1 forever would have the last word; the guard sees the reward change after
-    test.sh ended and the attempt is a 0."""
-    task = load_task(EXAMPLES / "static-site-service")
-    start = (
-        "#!/bin/bash\nnohup sh -c 'while :; do echo 1 > /logs/verifier/reward.txt; sleep 0.001; done'"
-        " >/dev/null 2>&1 &\n"
+@pytest.fixture(scope="module")
+def root_service_task(tmp_path_factory):
+    """The service task with a test.sh that runs the agent's start.sh as root (as careless
+    tests do) and writes its reward last."""
+    folder = tmp_path_factory.mktemp("root-service") / "static-site-service"
+    shutil.copytree(EXAMPLES / "static-site-service", folder)
+    (folder / "tests" / "test.sh").write_text(
+        "#!/bin/bash\nmkdir -p /logs/verifier\nreward=0\ntimeout 20 bash /app/start.sh\n"
+        "python3 /tests/probe.py && reward=1\necho $reward > /logs/verifier/reward.txt\n"
     )
-    reward, verdict = await episode(pool, task, write("/app/start.sh", start))
+    return load_task(folder)
+
+
+# A process left rewriting reward 1 as fast as it can.
+REWRITER_START = (
+    "#!/bin/bash\nnohup bash -c 'while :; do echo 1 > /logs/verifier/reward.txt; done' >/dev/null 2>&1 &\n"
+)
+
+
+async def test_a_rewriter_the_tests_start_as_the_agents_user_cannot_touch_the_reward(pool):
+    """The example service task's test.sh runs the agent's start.sh as the agent's user."""
+    task = load_task(EXAMPLES / "static-site-service")
+    reward, verdict = await episode(pool, task, write("/app/start.sh", REWRITER_START))
+    assert reward == 0.0 and verdict["graded"], verdict
+
+
+async def test_a_rewriter_the_tests_start_as_root_is_caught_after_them(pool, root_service_task):
+    """Run as root by the tests, it writes over test.sh's own last write: the guard sees the
+    reward change after test.sh ended, and the attempt is a 0."""
+    reward, verdict = await episode(pool, root_service_task, write("/app/start.sh", REWRITER_START))
     assert reward == 0.0 and verdict.get("error_kind") == "reward_tampered", verdict
 
 
-async def test_the_tests_killing_the_guard_is_a_zero(pool):
-    task = load_task(EXAMPLES / "static-site-service")
-    start = "#!/bin/bash\npkill -KILL -f arborl-reward-guard; pkill -KILL -f 'python3 -I -S -c'\n"
-    reward, verdict = await episode(pool, task, write("/app/start.sh", start))
+async def test_the_tests_killing_the_guard_is_a_zero(pool, root_service_task):
+    start = "#!/bin/bash\npkill -KILL -f 'python3 -I -S -c'\n"
+    reward, verdict = await episode(pool, root_service_task, write("/app/start.sh", start))
     assert reward == 0.0 and verdict.get("error_kind") == "reward_tampered", verdict

@@ -1,9 +1,13 @@
 #!/bin/bash
-# Start the agent's service the way the instruction says, then probe it.
+# Start the agent's service as the instruction says, as the unprivileged user the agent worked
+# as (so nothing of the agent's runs as root here and none of it can write the reward), probe
+# it, and write the reward last.
 mkdir -p /logs/verifier
-echo 0 > /logs/verifier/reward.txt
-[ -f /app/start.sh ] || { echo "no /app/start.sh"; exit 0; }
-timeout 20 bash /app/start.sh
-if python3 /tests/probe.py; then
-  echo 1 > /logs/verifier/reward.txt
+reward=0
+if [ -f /app/start.sh ]; then
+  timeout 20 setpriv --reuid=agent --regid=agent --init-groups bash /app/start.sh
+  python3 /tests/probe.py && reward=1
+else
+  echo "no /app/start.sh"
 fi
+echo "$reward" > /logs/verifier/reward.txt

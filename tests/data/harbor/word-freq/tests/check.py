@@ -29,7 +29,13 @@ def main():
         with open(path, "w") as f:
             f.write(text)
         try:
-            r = subprocess.run(["python", "/app/wordfreq.py", path, str(n)], capture_output=True, text=True, timeout=20)
+            # the agent's script runs as the sandbox's unprivileged user, never as root
+            r = subprocess.run(
+                ["setpriv", "--reuid=agent", "--regid=agent", "--init-groups", "python", "/app/wordfreq.py", path, str(n)],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
             ok = r.returncode == 0 and r.stdout == expected(text, n)
         except (OSError, subprocess.TimeoutExpired):
             ok = False
