@@ -31,7 +31,16 @@ def main():
         try:
             # the agent's script runs as the sandbox's unprivileged user, never as root
             r = subprocess.run(
-                ["setpriv", "--reuid=agent", "--regid=agent", "--init-groups", "python", "/app/wordfreq.py", path, str(n)],
+                [
+                    "setpriv",
+                    "--reuid=agent",
+                    "--regid=agent",
+                    "--init-groups",
+                    "python",
+                    "/app/wordfreq.py",
+                    path,
+                    str(n),
+                ],
                 capture_output=True,
                 text=True,
                 timeout=20,
