@@ -2,7 +2,7 @@ import sys
 import time
 import urllib.request
 
-deadline = time.time() + 15
+deadline = time.time() + 5
 while time.time() < deadline:
     try:
         body = urllib.request.urlopen("http://127.0.0.1:8000/index.html", timeout=2).read().decode()
