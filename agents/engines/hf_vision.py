@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ..vision import ImageInputs, has_vision, model_inputs
-from .scoring import processed_logprobs
+from .scoring import response_logprobs
 
 _Kv = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -75,13 +75,5 @@ def score_with_images(
         return torch.zeros(0, dtype=dtype)
     kwargs = model_inputs(model, list(prompt_ids) + list(response_ids), images)
     kwargs.pop("rope_delta")
-    logits = model(**kwargs).logits[0, len(prompt_ids) - 1 : -1].to(dtype)
-    n, device = logits.shape[0], logits.device
-    lp = processed_logprobs(
-        logits,
-        torch.full((n,), float(temperature), dtype=dtype, device=device),
-        torch.full((n,), int(top_k), dtype=torch.long, device=device),
-        torch.full((n,), float(top_p), dtype=dtype, device=device),
-    )
-    target = torch.tensor(list(response_ids), device=device).unsqueeze(1)
-    return lp.gather(1, target).squeeze(1).cpu()
+    logits = model(**kwargs).logits[0, len(prompt_ids) - 1 : -1]
+    return response_logprobs(logits, response_ids, temperature, top_k, top_p, dtype)

@@ -103,8 +103,22 @@ def score_tokens(
         return torch.zeros(0, dtype=dtype)
     device = next(model.parameters()).device
     ids = torch.tensor([list(prompt_ids) + list(response_ids)], device=device)
-    logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].to(dtype)
-    n = logits.shape[0]
+    logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1]
+    return response_logprobs(logits, response_ids, temperature, top_k, top_p, dtype)
+
+
+def response_logprobs(
+    logits: torch.Tensor,
+    response_ids: Sequence[int],
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    """The log-probs of `response_ids` under `logits` [len(response_ids), vocab] (the positions
+    that predict them), after the sampling processors, in `dtype`; on the CPU."""
+    logits = logits.to(dtype)
+    n, device = logits.shape[0], logits.device
     lp = processed_logprobs(
         logits,
         torch.full((n,), float(temperature), dtype=dtype, device=device),
