@@ -131,7 +131,10 @@ def load_policy_tokenizer(path: str | Any) -> Any:
     vision tower (images then go through it), else its tokenizer."""
     from transformers import AutoConfig, AutoTokenizer
 
-    if has_vision(AutoConfig.from_pretrained(path)):
+    from .engines.adapters import base_model_of
+
+    # a LoRA adapter's directory holds the tokenizer, and its base the config
+    if has_vision(AutoConfig.from_pretrained(base_model_of(path) if isinstance(path, str) else path)):
         return load_processor(path)
     return AutoTokenizer.from_pretrained(path)
 

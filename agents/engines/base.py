@@ -42,10 +42,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:
+    from .adapters import LoraAdapter
 
 FinishReason = Literal["stop", "length"]
 WeightsSource = Mapping[str, torch.Tensor] | str | Path
@@ -151,6 +154,12 @@ class TrainerPolicy:
     #: the learner's own torch module, holding `weights`: an engine in this process may copy
     #: it rather than load the weights again (it must not share it: the learner updates it)
     module: Any = None
+    #: LoRA: the largest adapter rank the engine will be sent (0: full weights are pushed)
+    lora_rank: int = 0
+    #: LoRA: the adapter directory the run starts generating with over `weights` (a resumed
+    #: run's checkpoint; None: none yet, the base as it is). An in-process `module` already
+    #: holds it; later adapters arrive through `update_adapter`
+    adapter: str | None = None
 
 
 class InferenceEngine(abc.ABC):
@@ -181,6 +190,15 @@ class InferenceEngine(abc.ABC):
         of a directory holding ``*.safetensors`` in HF layout. Generations started after
         this returns use the new weights; cached prefixes computed with the old ones are dropped.
         """
+
+    async def update_adapter(self, adapter: LoraAdapter) -> None:
+        """Generate with `adapter` (a LoRA adapter, `adapters.LoraAdapter`) over the base
+        weights from now on, replacing any earlier adapter; what a LoRA run sends after each
+        update instead of the full weights. Engines that cannot apply one refuse."""
+        raise EngineError(
+            f"the {self.kind or type(self).__name__} engine cannot take LoRA adapters: use "
+            "model.engine=transformers or vllm, or train full weights (model.lora.r=0)"
+        )
 
     @abc.abstractmethod
     async def close(self) -> None:

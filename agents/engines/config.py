@@ -55,6 +55,15 @@ class VLLMEngineConfig(BaseModel):
     weight_sync_dir: str | None = Field(
         None, description="where state dicts are staged for reload (default /dev/shm, else tmp)"
     )
+    max_lora_rank: int = Field(
+        0,
+        ge=0,
+        description="LoRA: the largest adapter rank update_adapter will get (vLLM's enable_lora, its "
+        "max_lora_rank rounded up to a size vLLM takes); 0: no adapters unless `adapter` or `model` is one",
+    )
+    adapter: str | None = Field(
+        None, description="a LoRA adapter directory (peft format) to generate with from the start"
+    )
     engine_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="extra keyword arguments for vllm.LLM, verbatim"
     )

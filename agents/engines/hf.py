@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from .adapters import LoraAdapter, apply_adapter, load_with_adapter
 from .base import (
     EngineError,
     Generation,
@@ -50,6 +51,7 @@ from .base import (
 )
 from .batching import Row, RowResult, StepRunner, expand_rows
 from .config import HFEngineConfig
+from .hf_cache import stack_left
 from .hf_vision import empty_cache, load_model, prefill_with_images, score_with_images, text_config
 from .scoring import processed_logits, sample_rows, score_tokens
 from .weights import load_state_dict_from_path
@@ -81,7 +83,8 @@ class HFEngine(InferenceEngine):
 
         register_sdpa_gqa()
         self.config = config
-        self.model: Any = model or load_model(config.model, _DTYPES[config.dtype], config.attn_implementation)
+        load = lambda path: load_model(path, _DTYPES[config.dtype], config.attn_implementation)  # noqa: E731
+        self.model: Any = model or load_with_adapter(config.model, load)  # a model, or base + adapter
         if self.model.config._attn_implementation != config.attn_implementation:
             self.model.set_attn_implementation(config.attn_implementation)
         self.model.to(config.device).eval()
@@ -131,6 +134,15 @@ class HFEngine(InferenceEngine):
         """Copy `weights` into the model's parameters in place (same names as `state_dict()`)."""
         state = load_state_dict_from_path(weights) if isinstance(weights, str | Path) else dict(weights)
         await self._runner.exclusive(lambda: self._load(state))
+
+    async def update_adapter(self, adapter: LoraAdapter) -> None:
+        """Set the model's LoRA layers to `adapter` in place (injected the first time), between
+        two decode steps; the base weights stay as they are."""
+        await self._runner.exclusive(lambda: self._apply(adapter))
+
+    def _apply(self, adapter: LoraAdapter) -> None:
+        apply_adapter(self.model, adapter)
+        self._reference = None
 
     def _load(self, state: Mapping[str, torch.Tensor]) -> None:
         own = self.model.state_dict()
@@ -196,7 +208,7 @@ class HFEngine(InferenceEngine):
             if im is not None:
                 rows[i], logits[i], deltas[i] = prefill_with_images(self.model, seqs[i], im)
         ones = [torch.ones((1, len(s)), dtype=torch.long, device=self.device) for s in seqs]
-        kv, mask = _stack_left(rows, ones)
+        kv, mask = stack_left(rows, ones)
         return kv, mask, torch.stack(logits), torch.tensor(deltas, device=self.device)
 
     def _prefill_text(self, seqs: list[list[int]]) -> tuple[list[_Kv], list[torch.Tensor]]:
@@ -310,27 +322,6 @@ def _shared_len(a: list[int], b: list[int], limit: int) -> int:
     return lo
 
 
-def _stack_left(kvs: list[_Kv], masks: list[torch.Tensor]) -> tuple[_Kv, torch.Tensor]:
-    """Left-padded batches (per-layer KV ``[b, heads, w, dim]``, mask ``[b, w]``) stacked
-    into one, each padded on the left to the widest."""
-    width = max(m.shape[1] for m in masks)
-
-    def stack(layer: int, j: int) -> torch.Tensor:  # j: 0 keys, 1 values
-        return torch.cat([_pad_left(part[layer][j], width, 2) for part in kvs])
-
-    kv = [(stack(layer, 0), stack(layer, 1)) for layer in range(len(kvs[0]))]
-    return kv, torch.cat([_pad_left(m, width, 1) for m in masks])
-
-
-def _pad_left(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
-    missing = width - t.shape[dim]
-    if missing <= 0:
-        return t
-    shape = list(t.shape)
-    shape[dim] = missing
-    return torch.cat([t.new_zeros(shape), t], dim=dim)
-
-
 class _DecodeBatch:
     """The rows `HFEngine` decodes together (a `batching.StepBatch`)."""
 
@@ -372,7 +363,7 @@ class _DecodeBatch:
         ]
         kv, mask, logits, deltas = e.prefill([s.row.prompt for s in slots], [s.row.images for s in slots])
         if self.slots:
-            kv, mask = _stack_left([self.kv, kv], [self.mask, mask])
+            kv, mask = stack_left([self.kv, kv], [self.mask, mask])
             logits, deltas = torch.cat([self.logits, logits]), torch.cat([self.deltas, deltas])
         self.slots, self.deltas = self.slots + slots, deltas
         self.kv, self.mask, self.logits, self.version = kv, mask, logits, version

@@ -6,6 +6,7 @@ decode step of the tiny model on CPU, 64 rows on a 420-token cache). `RoomyLayer
 keys and values as the first columns of buffers with `ROOM` spare columns, so a step writes
 one column and copies nothing; only when the room runs out is the cache copied into larger
 buffers. The views it hands out never change: later writes go past their end.
+`stack_left` lays left-padded caches side by side into one batch.
 
 Imported by the transformers engine's decode loop (it needs transformers, which
 `arborl.agents.engines` does not import until an engine is made).
@@ -17,6 +18,8 @@ from typing import Any
 
 import torch
 from transformers.cache_utils import DynamicLayer
+
+_Kv = list[tuple[torch.Tensor, torch.Tensor]]  # a KV cache's keys and values, per layer
 
 ROOM = 64  # spare columns: one buffer copy per ROOM decode steps at most
 
@@ -66,3 +69,24 @@ class RoomyLayer(DynamicLayer):
             buf[:, :, n : n + add] = new
         self.keys, self.values = self.bufs[0][:, :, : n + add], self.bufs[1][:, :, : n + add]
         return self.keys, self.values
+
+
+def stack_left(kvs: list[_Kv], masks: list[torch.Tensor]) -> tuple[_Kv, torch.Tensor]:
+    """Left-padded batches (per-layer KV ``[b, heads, w, dim]``, mask ``[b, w]``) stacked
+    into one, each padded on the left to the widest."""
+    width = max(m.shape[1] for m in masks)
+
+    def stack(layer: int, j: int) -> torch.Tensor:  # j: 0 keys, 1 values
+        return torch.cat([pad_left(part[layer][j], width, 2) for part in kvs])
+
+    kv = [(stack(layer, 0), stack(layer, 1)) for layer in range(len(kvs[0]))]
+    return kv, torch.cat([pad_left(m, width, 1) for m in masks])
+
+
+def pad_left(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    missing = width - t.shape[dim]
+    if missing <= 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = missing
+    return torch.cat([t.new_zeros(shape), t], dim=dim)

@@ -16,6 +16,11 @@ state dict is first written to `VLLMEngineConfig.weight_sync_dir` (``/dev/shm`` 
 Passing tensors through `collective_rpc` itself fails in this version (msgpack cannot carry
 them to the worker), hence the staging. The prefix cache is reset afterwards so no KV
 computed with the old weights is reused.
+
+LoRA (`update_adapter`, or an adapter directory as `model` or `adapter`): vLLM runs with
+``enable_lora`` and every request carries one ``LoRARequest``; each new adapter is staged as
+peft's ``adapter_config.json`` + ``adapter_model.safetensors`` and loaded under the same id
+with ``load_inplace=True`` (replacing the last one), so only the adapter's bytes move.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .adapters import LoraAdapter, base_model_of, is_adapter_dir
 from .base import (
     EngineError,
     Generation,
@@ -42,6 +48,16 @@ from .base import (
 from .batching import BatchRunner, Row, RowResult, expand_rows
 from .config import VLLMEngineConfig
 from .weights import save_state_dict, staging_dir
+
+_VLLM_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's MaxLoRARanks
+
+
+def _vllm_rank(rank: int) -> int:
+    """The smallest max_lora_rank vLLM accepts that holds `rank`."""
+    for allowed in _VLLM_RANKS:
+        if rank <= allowed:
+            return allowed
+    raise EngineError(f"LoRA rank {rank} is above vLLM's largest max_lora_rank ({_VLLM_RANKS[-1]})")
 
 
 def _check_no_shadowing() -> None:
@@ -78,8 +94,10 @@ class VLLMEngine(InferenceEngine):
         if "logprobs_mode" in config.engine_kwargs:
             raise ValueError("logprobs_mode is fixed to processed_logprobs (arborl's log-prob convention)")
         self.config = config
+        adapter = config.adapter or (config.model if is_adapter_dir(config.model) else None)
+        rank = max(config.max_lora_rank, LoraAdapter.load(adapter).rank if adapter else 0)
         kwargs: dict[str, Any] = {
-            "model": config.model,
+            "model": base_model_of(config.model),
             "dtype": config.dtype,
             "max_model_len": config.max_model_len,
             "enforce_eager": config.enforce_eager,
@@ -87,6 +105,8 @@ class VLLMEngine(InferenceEngine):
             "seed": config.seed,
             "logprobs_mode": "processed_logprobs",
         }
+        if rank:
+            kwargs |= {"enable_lora": True, "max_loras": 1, "max_lora_rank": _vllm_rank(rank)}
         if current_platform.is_cpu():
             if config.cpu_kv_cache_gib:
                 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.cpu_kv_cache_gib))
@@ -97,11 +117,18 @@ class VLLMEngine(InferenceEngine):
         self.vocab_size = int(self.llm.llm_engine.model_config.get_vocab_size())
         self._runner = BatchRunner(self._run_rows, config.max_batch_size)
         self._closed = False
+        self._lora: Any = None  # the LoRARequest every request carries (None: the base alone)
+        self._staged: Path | None = None  # the staged adapter it loads from (ours to delete)
+        self._max_rank = _vllm_rank(rank) if rank else 0
+        if adapter:
+            self._load_adapter(Path(adapter))
 
     @classmethod
     def for_trainer(cls, policy: TrainerPolicy, options: Mapping[str, Any]) -> VLLMEngine:
         """vLLM on the run's current weights, in the learner's dtype (eager on a CPU host)."""
-        defaults = {"dtype": policy.dtype, "enforce_eager": policy.device.startswith("cpu")}
+        defaults: dict[str, Any] = {"dtype": policy.dtype, "enforce_eager": policy.device.startswith("cpu")}
+        if policy.lora_rank:
+            defaults |= {"max_lora_rank": policy.lora_rank, "adapter": policy.adapter}
         return cls(VLLMEngineConfig(model=policy.weights, **{**defaults, **options}))
 
     @property
@@ -148,6 +175,7 @@ class VLLMEngine(InferenceEngine):
             [TokensPrompt(prompt_token_ids=r.prompt) for r in rows],
             [self._params(r) for r in rows],
             use_tqdm=False,
+            lora_request=self._lora,
         )
         results = []
         for out in outs:
@@ -178,6 +206,31 @@ class VLLMEngine(InferenceEngine):
 
         await self._runner.exclusive(stage_and_reload)
 
+    async def update_adapter(self, adapter: LoraAdapter) -> None:
+        """Stage `adapter` in peft's format and load it in place of the last one."""
+        if not self._max_rank:
+            raise EngineError(
+                "this vLLM engine was started without LoRA: set max_lora_rank (the trainer does, "
+                "from model.lora.r) to send it adapters"
+            )
+        if adapter.rank > self._max_rank:
+            raise EngineError(
+                f"the adapter's rank {adapter.rank} is above the engine's max_lora_rank {self._max_rank}"
+            )
+        directory = adapter.save(staging_dir(self.config.weight_sync_dir))
+        await self._runner.exclusive(lambda: self._load_adapter(directory, staged=True))
+
+    def _load_adapter(self, directory: Path, staged: bool = False) -> None:
+        from vllm.lora.request import LoRARequest
+
+        # One id for the policy's adapter: load_inplace replaces the loaded one.
+        self.llm.llm_engine.add_lora(LoRARequest("arborl-policy", 1, str(directory), load_inplace=True))
+        self._lora = LoRARequest("arborl-policy", 1, str(directory))
+        self.llm.reset_prefix_cache()
+        if self._staged is not None:
+            shutil.rmtree(self._staged, ignore_errors=True)
+        self._staged = directory if staged else None
+
     def _reload(self, directory: Path) -> None:
         if not any(directory.glob("*.safetensors")):
             raise EngineError(f"no *.safetensors in {directory}: save with model.save_pretrained(path)")
@@ -197,5 +250,7 @@ class VLLMEngine(InferenceEngine):
                 finally:
                     del self.llm
                     gc.collect()
+                    if self._staged is not None:
+                        shutil.rmtree(self._staged, ignore_errors=True)
 
         await asyncio.to_thread(shutdown)

@@ -69,14 +69,14 @@ def latest_checkpoint(checkpoints: str | Path) -> Path | None:
 
 
 def resolve_model_dir(path: str | Path) -> str:
-    """A model directory from what a user may point at: a model directory itself, a
-    checkpoint (``.../step-N/``), a run's ``checkpoints/`` (its latest) or a run directory
-    (its latest checkpoint). Anything else is returned as given (a hub id, for one)."""
+    """A model directory (or a LoRA adapter's: `adapters.LoraAdapter`) from what a user may
+    point at: a model directory itself, a checkpoint (``.../step-N/``), a run's
+    ``checkpoints/`` (its latest) or a run directory (its latest checkpoint). Anything else is
+    returned as given (a hub id, for one)."""
     p = Path(path)
-    if (p / "config.json").exists():
-        return str(p)
-    if (p / "model" / "config.json").exists():
-        return str(p / "model")
+    for found in (p, p / "model"):  # a model, or a LoRA adapter (its base named inside)
+        if (found / "config.json").exists() or (found / "adapter_config.json").exists():
+            return str(found)
     latest = latest_checkpoint(p if p.name == "checkpoints" else p / "checkpoints")
     if latest is not None:
         return str(latest / "model")

@@ -25,6 +25,7 @@ from arborl.agents.tree_rollout import TreeConfig
 
 from .guards import EntropyGuardConfig
 from .learner import LearnerConfig
+from .lora import LoraSettings
 
 MAIN_JOB = Path(__file__).with_name("main_job.yaml")
 
@@ -56,6 +57,11 @@ class ModelConfig(_Strict):
         default_factory=dict,
         description="more fields of the engine's config (HFEngineConfig / VLLMEngineConfig, ...), "
         "e.g. {gpu_memory_utilization: 0.4, max_model_len: 2048}",
+    )
+    lora: LoraSettings = Field(
+        default_factory=LoraSettings,
+        description="train a LoRA adapter (peft) instead of the full weights, and send the engine "
+        "the adapter alone after each update (trainer/local/lora.py); r=0: off",
     )
 
     @field_validator("engine")

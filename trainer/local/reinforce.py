@@ -179,6 +179,7 @@ class Reinforce:
         await manager.notify()
         m.update(self.rollout_metrics(groups, stats, wait_s, train_s, manager))
         m["time/push_s"] = push_s
+        m["sync/bytes"] = float(ctx.last_push_bytes)  # the adapter's alone with model.lora
         ctx.metrics.log("rl", ctx.state.version, m)
         bar.advance(f"reward {m['rollout/reward']:.2f} · success {m['rollout/success']:.2f}")
         v = ctx.state.version

@@ -22,6 +22,7 @@ import torch
 
 from arborl.agents import Agent, AgentConfig
 from arborl.agents.engines import InferenceEngine, SamplingParams, TrainerPolicy, make_trainer_engine
+from arborl.agents.engines.adapters import AdapterMismatch, base_model_of, is_adapter_dir
 from arborl.agents.engines.weights import resolve_model_dir
 from arborl.agents.harnesses.runner import MiniSweAgentRunner
 from arborl.agents.tiny import ensure_tiny_model
@@ -34,6 +35,7 @@ from .buffer import Group, GroupBuffer
 from .checkpoint import Checkpointer, RunState
 from .config import RolloutConfig, TrainConfig
 from .learner import Learner
+from .lora import attach_lora, push_policy
 from .metrics_log import MetricsLogger, read_metrics, success_metrics
 from .progress import PhaseBar, Progress
 from .rollout import max_staleness
@@ -63,6 +65,7 @@ class RunContext:
         self.state = RunState()
         self.budget = PhaseBudget.from_minutes(config.run.time_budget_min, config.run.rl_share)
         self.pushes = 0  # engine weight updates so far (the engine counts them too)
+        self.last_push_bytes = 0  # what the latest push sent the engine
         self.cuts: dict[str, Cut] = {}  # what the time budget planned for each phase
         self.last_eval_s = 0.0  # how long the latest held-out evaluation took
         self.redo: list[int] = []  # task indices a resume runs again (in flight when it stopped)
@@ -81,6 +84,8 @@ class RunContext:
         )
         weights = str(latest / "model") if resume and latest else base
         self._load_model(base, weights)
+        base = base_model_of(base)  # model.path may be an adapter: the engine gets it as `adapter`
+        weights = base if self.peft is not None else weights
         self.metrics = MetricsLogger(self.dir, wandb=cfg.run.wandb, config=cfg.model_dump(by_alias=True))
         self.store = TrajectoryStore(self.dir / "trajectories")
         self._load_tasks()
@@ -122,7 +127,26 @@ class RunContext:
 
         self.tokenizer = AutoTokenizer.from_pretrained(base)
         self.device = resolve_device(self.cfg.model.device)
-        self.model = self._from_pretrained(weights)
+        lora = self.cfg.model.lora
+        #: LoRA: the PeftModel around `model` (the adapter, save_pretrained), and the adapter
+        #: directory the run starts from (a resumed checkpoint's, or model.path's); else None
+        self.peft: Any = None
+        self.adapter = weights if is_adapter_dir(weights) else None
+        if not lora.enabled:
+            if self.adapter:
+                raise AdapterMismatch(
+                    f"{weights} holds a LoRA adapter, and model.lora.r is 0 (full weights): set "
+                    "model.lora as the adapter was trained (its adapter_config.json has r and alpha)"
+                )
+            self.model = self._from_pretrained(weights)
+            return
+        if weights != base and not self.adapter:
+            raise AdapterMismatch(
+                f"{weights} holds full weights, not a LoRA adapter, and model.lora.r={lora.r}: resume "
+                "this run with model.lora.r=0, or start a new run.dir"
+            )
+        self.model = self._from_pretrained(base_model_of(base))
+        self.peft = attach_lora(self.model, lora, adapter=self.adapter)  # layers injected into `model`
 
     def _from_pretrained(self, weights: str) -> Any:
         from transformers import AutoModelForCausalLM
@@ -152,7 +176,9 @@ class RunContext:
         """The generation engine `model.engine` names (the engine registry builds it),
         holding the learner's current weights."""
         m = self.cfg.model
-        policy = TrainerPolicy(base, weights, m.dtype, str(self.device), module=self.model)
+        policy = TrainerPolicy(
+            base, weights, m.dtype, str(self.device), self.model, lora_rank=m.lora.r, adapter=self.adapter
+        )
         return make_trainer_engine(m.engine, policy, m.engine_options)
 
     def _make_agents(self) -> None:
@@ -201,7 +227,8 @@ class RunContext:
                     self.dir,
                     self.state.version,
                 )
-            ref = copy.deepcopy(self.model)
+            # with LoRA, the adapter merged into a copy: a plain model that loads back as one
+            ref = copy.deepcopy(self.peft).merge_and_unload() if self.peft else copy.deepcopy(self.model)
             tmp = path.with_name("reference.tmp")
             ref.save_pretrained(tmp)
             tmp.replace(path)
@@ -262,7 +289,8 @@ class RunContext:
         return fn(*args)
 
     async def push_weights(self) -> None:
-        await self.engine.update_weights(self.model.state_dict())
+        """Send the engine the current policy: the adapter alone with LoRA, else the weights."""
+        self.last_push_bytes = await push_policy(self.engine, self.model, self.peft)
         self.pushes += 1
         # Tokens sampled after this push carry the current version; in-flight ones, the last.
         self.agent.version_offset = self.greedy.version_offset = self.state.version - self.pushes
@@ -276,7 +304,7 @@ class RunContext:
         done = set(self.state.trained) | set(self.state.dropped)
         waiting = sorted(set(self.store.indices()) - done)
         snapshot = dataclasses.replace(self.state, elapsed_s=self.elapsed(), buffered=waiting)
-        self.ckpt.save(self.model, self.tokenizer, self.learner.state_dict(), snapshot)
+        self.ckpt.save(self.peft or self.model, self.tokenizer, self.learner.state_dict(), snapshot)
 
     def record_cut(self, cut: Cut, bar: PhaseBar, say: bool = True) -> None:
         """Record what the budget planned for a phase (metrics, summary) and, with `say`,
