@@ -71,7 +71,10 @@ def store_generated(name: str = "config") -> None:
     if name == "eval":
         from arborl.eval.config import EvalConfig
 
-        store.store(name="eval_sections", node=defaults_tree(EvalConfig))
+        # its fields, and each registered benchmark's own section (`Benchmark.options`)
+        tree = defaults_tree(EvalConfig)
+        tree.update({key: defaults_tree(model) for key, model in EvalConfig.section_models().items()})
+        store.store(name="eval_sections", node=tree)
     if name == "train":
         from arborl.trainer.local.config import TrainConfig
 
@@ -147,8 +150,14 @@ def model_at(model: type[BaseModel] | None, loc: Iterable[int | str]) -> type[Ba
             return None
         fields = {f.alias or n: f for n, f in model.model_fields.items()}
         field = fields.get(str(part))
-        model = _model_in(field.annotation) if field is not None else None
+        model = _model_in(field.annotation) if field is not None else _sections(model).get(str(part))
     return model
+
+
+def _sections(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """The sections a model takes beyond its fields (eval's: the benchmarks', `section_models`)."""
+    found = getattr(model, "section_models", None)
+    return found() if callable(found) else {}
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
@@ -163,7 +172,9 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 
 
 def field_names(model: type[BaseModel] | None) -> list[str]:
-    return [f.alias or n for n, f in model.model_fields.items()] if model is not None else []
+    if model is None:
+        return []
+    return [f.alias or n for n, f in model.model_fields.items()] + list(_sections(model))
 
 
 _NOT_THERE = re.compile(r"Could not override '([^']+)'")

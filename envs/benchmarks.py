@@ -7,6 +7,7 @@ evaluation loop and every benchmark's own grading.
     grade = await hook.grade(env, task, record, ctx)       # one episode (or one prediction)
     tables = hook.report_tables(final_results)             # its own rows in the report
     source = hook.predictions(path, tasks, ctx)            # stored outputs, no agent run
+    files = hook.episode_files(record)                     # what an episode leaves (a patch)
 
 A hook is registered per env id, as the env is (`register_env(..., benchmark=...)`), so eval
 imports no benchmark and no env family: it asks the registry. The default hook, `Benchmark`,
@@ -17,6 +18,8 @@ SWE-bench's (`arborl.envs.code.swe_grading`) grades a patch in a fresh sandbox; 
 an attempt is unresolved in the benchmark's own words (`Grade.unresolved_kind`, one of the
 hook's `unresolved_kinds`; `Grade.why`), and a hook adds its own tables to the report
 (`report_tables`): the headline and the report show them without eval knowing the words.
+A hook's own settings are its section of eval's configuration (`Benchmark.options`: SWE-bench's
+`swe.*`, BFCL's `bfcl.*`), validated with the rest and handed to it as `GradeContext.options`.
 
 Also here, because hooks and the evaluation loop both speak them: `EpisodeRecord` (what an
 attempt produced), `InfraError` (the sandbox layer failed: retried) and `EnvironmentBroken`
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import gymnasium
+from pydantic import BaseModel
 
 from arborl.tasks import Suite, Task, episode_score
 from arborl.tasks.common import load_entry_point
@@ -134,9 +138,12 @@ class GradeContext:
     suite: Suite
     pool: Any
     config: Any
-    """The evaluation's configuration (`arborl.eval.EvalConfig`): a hook reads its own section."""
+    """The evaluation's configuration (`arborl.eval.EvalConfig`)."""
     agent: str = "model"
     """"gold", "empty" or "model": a gold policy that fails means the environment is broken."""
+    options: Any = None
+    """The hook's own section of that configuration (`Benchmark.options`), validated; None
+    where the hook has none or the context was built without a configuration."""
 
 
 class PredictionSource(Protocol):
@@ -193,6 +200,13 @@ class Benchmark:
     #: its (singular, plural) label for the headline: counted apart from the generic "failed"
     #: and listed right after it (SWE-bench: `patch_apply`, "patch-apply failure(s)").
     unresolved_kinds: ClassVar[Mapping[str, tuple[str, str]]] = {}
+    #: The benchmark's own section of `arborl eval`'s configuration: its key and the pydantic
+    #: model of its settings (SWE-bench: ``("swe", SWEOptions)``, set as ``swe.images=off``).
+    #: Validated with the rest of the configuration (an unknown key is an error), given to
+    #: the hook as `GradeContext.options`; None: the benchmark has no settings.
+    options: ClassVar[tuple[str, type[BaseModel]] | None] = None
+    #: Keys of the step infos that `episode_files` writes as files, left out of infos.json.
+    info_keys_in_files: ClassVar[tuple[str, ...]] = ()
 
     async def prepare(self, tasks: list[Task], ctx: GradeContext) -> list[Task]:
         """The tasks ready to run (e.g. on instance images); by default, as they are."""
@@ -212,9 +226,15 @@ class Benchmark:
         """What success means for this suite, in words (the report says it)."""
         return suite.success_rule
 
-    def reader_options(self) -> dict[str, Any]:
+    def reader_options(self, options: Any = None) -> dict[str, Any]:
         """Keyword arguments this benchmark's env gives `arborl.tasks.user_suites.suite_from_path`
-        (the desktop: what it can run, so a task it cannot is refused as the suite loads)."""
+        (the desktop: what it can run, so a task it cannot is refused as the suite loads;
+        SWE-bench: where the repositories are). `options`: the hook's section, validated."""
+        return {}
+
+    def episode_files(self, record: EpisodeRecord) -> dict[str, str | bytes]:
+        """Files an episode leaves besides its transcript, whatever its grade (name →
+        content, written next to the transcript); none by default."""
         return {}
 
     def report_tables(self, results: Sequence[GradedResult]) -> list[ReportTable]:
@@ -255,12 +275,32 @@ def benchmark_for(suite: Suite | str) -> Benchmark:
     return hook
 
 
-def reader_options() -> dict[str, Any]:
-    """What every registered benchmark gives the reader of a user's files (`suite=PATH`)."""
+def reader_options(sections: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What every registered benchmark gives the reader of a user's files (`suite=PATH`);
+    `sections`: the benchmarks' validated sections of the configuration, by key."""
     options: dict[str, Any] = {}
     for env_id in list(_HOOKS):
-        options.update(benchmark_for(env_id).reader_options())
+        hook = benchmark_for(env_id)
+        own = (sections or {}).get(hook.options[0]) if hook.options else None
+        options.update(hook.reader_options(own))
     return options
+
+
+def benchmark_sections() -> dict[str, type[BaseModel]]:
+    """The configuration sections of every registered benchmark (`Benchmark.options`), by key;
+    two hooks may share a key only with the same model."""
+    found: dict[str, type[BaseModel]] = {}
+    for env_id in list(_HOOKS):
+        hook = benchmark_for(env_id)
+        if hook.options is None:
+            continue
+        key, model = hook.options
+        if found.setdefault(key, model) is not model:
+            raise ValueError(
+                f"benchmark hooks give the configuration section {key!r} two models "
+                f"({found[key].__qualname__}, {model.__qualname__}): give {hook.name!r}'s another key"
+            )
+    return found
 
 
 __all__ = [
@@ -277,6 +317,7 @@ __all__ = [
     "ReportTable",
     "SandboxFailure",
     "benchmark_for",
+    "benchmark_sections",
     "reader_options",
     "register_benchmark",
 ]

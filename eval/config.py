@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, ValidationError, model_validator
 
 from arborl.agents.context import ContextMode
 from arborl.tasks.user_suites import suite_slug
@@ -43,48 +43,18 @@ class ModelSection(_Strict):
     )
 
 
-class SWESection(_Strict):
-    images: Literal["auto", "off"] = Field(
-        "auto", description="auto: SWE tasks run on instance images when the backend is Docker"
-    )
-    repos_dir: list[str] = Field(
-        default_factory=list,
-        description="where repositories are: directories holding <owner>__<name>.bundle, a bare mirror "
-        "<owner>__<name>.git, a checkout <owner>__<name>/.git (or the same under <owner>/<name>), or any "
-        "bare repository or checkout whose remote URL names the repository; or .json mapping files "
-        '{"owner/name": "path"} (arborl.tasks.swebench.repos)',
-    )
-    environments: str | None = Field(
-        None, description="a JSON list of SWEEnvironment (per repo/version install, test command, log parser)"
-    )
-    split: str | None = Field(
-        None, description="the split of a `datasets` DatasetDict directory given as suite"
-    )
-
-
-class BfclSection(_Strict):
-    """How bfcl-eval result files given as `predictions` are read (arborl.tasks.bfcl.result_files)."""
-
-    decoder: Literal["auto", "fc", "prompting", "hermes"] = Field(
-        "auto",
-        description="the form the model's handler stored replies in: fc (lists of calls, function-"
-        "calling APIs), prompting (Python call-list text), hermes (<tool_call> text); auto: "
-        "from the results (arborl.tasks.bfcl.decoding)",
-    )
-    underscore_to_dot: bool | None = Field(
-        None,
-        description="whether the model saw dotted function names with '_' for '.' (bfcl-eval's "
-        "model table says so per model); None: detected from the calls",
-    )
-
-
 class RunSection(_Strict):
     dir: str | None = Field(None, description="run directory; None: runs/eval/<suite>-<agent>")
     resume: bool = Field(True, description="skip (instance, sample) pairs already finished in run.dir")
 
 
 class EvalConfig(_Strict):
-    """Everything `arborl eval` needs."""
+    """Everything `arborl eval` needs. Besides the fields here, each registered benchmark's own
+    section (`arborl.envs.benchmarks.Benchmark.options`: `swe`, `bfcl`, a user's), validated by
+    its model and reached as an attribute (`cfg.swe.images`); any other key is an error."""
+
+    # the benchmarks' sections: extras, each replaced by its model in `_benchmark_sections`
+    model_config = ConfigDict(extra="allow")
 
     suite: str = Field(
         "tool-mini",
@@ -98,9 +68,9 @@ class EvalConfig(_Strict):
     )
     predictions: str | None = Field(
         None,
-        description="grade stored outputs, no agent runs: a SWE-bench predictions file (instance_id, "
-        "model_patch) for a SWE-bench suite; bfcl-eval result files (a BFCL_v4_<category>_result"
-        ".json or a directory of them) for a BFCL suite",
+        description="grade stored outputs, no agent runs: a file or directory that the suite's "
+        "benchmark reads (its hook's `predictions`: SWE-bench's predictions files, bfcl-eval's "
+        "result files; docs/eval.md)",
     )
     tasks: list[str] | None = Field(None, description="only these task ids")
     limit: int | None = Field(None, ge=1, description="only the first N tasks")
@@ -113,8 +83,6 @@ class EvalConfig(_Strict):
     )
     retries: int = Field(2, ge=0, description="extra attempts after an infrastructure (sandbox) failure")
     model: ModelSection = Field(default_factory=ModelSection)
-    swe: SWESection = Field(default_factory=SWESection)
-    bfcl: BfclSection = Field(default_factory=BfclSection)
     run: RunSection = Field(default_factory=RunSection)
     report: bool = Field(True, description="write report.md / report.html at the end")
     screenshots: bool = Field(
@@ -122,6 +90,57 @@ class EvalConfig(_Strict):
         description="store the screenshot of every observation that carries one (desktop, web with "
         "pixels) as instances/<id>/sample-<k>/screens/turn-NNN.png, for `arborl view`",
     )
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _benchmark_sections(cls, data: Any, handler: ModelWrapValidatorHandler[EvalConfig]) -> EvalConfig:
+        """Validate each benchmark's section with its model (its defaults where not given) and
+        refuse any other key, with pydantic's own errors at the key's place, as for a field."""
+        if not isinstance(data, dict):
+            return handler(data)
+        from arborl.envs.benchmarks import benchmark_sections
+
+        known = benchmark_sections()
+        data = dict(data)
+        given = {key: data.pop(key) for key in list(data) if key not in cls.model_fields}
+        errors: list[Any] = []
+        sections: dict[str, BaseModel] = {}
+        for key, value in given.items():
+            if key not in known:
+                errors.append({"type": "extra_forbidden", "loc": (key,), "input": value})
+        for key, model in known.items():
+            value = given.get(key, {})
+            try:
+                sections[key] = value if isinstance(value, model) else model.model_validate(value)
+            except ValidationError as e:
+                errors += [
+                    {"type": err["type"], "loc": (key, *err["loc"]), "input": err["input"]}
+                    | ({"ctx": err["ctx"]} if "ctx" in err else {})
+                    for err in e.errors()
+                ]
+        try:
+            config = handler(data)
+        except ValidationError as e:
+            errors = [
+                {"type": err["type"], "loc": err["loc"], "input": err["input"]}
+                | ({"ctx": err["ctx"]} if "ctx" in err else {})
+                for err in e.errors()
+            ] + errors
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        config.__pydantic_extra__ = sections
+        return config
+
+    @classmethod
+    def section_models(cls) -> dict[str, type[BaseModel]]:
+        """The benchmarks' sections (key → model): the keys this config has beyond its fields."""
+        from arborl.envs.benchmarks import benchmark_sections
+
+        return benchmark_sections()
+
+    def benchmark_options(self, key: str | None) -> BaseModel | None:
+        """The validated section `key` (a hook's `options[0]`); None for None."""
+        return None if key is None else (self.__pydantic_extra__ or {})[key]
 
     @model_validator(mode="after")
     def _predictions_agent(self) -> EvalConfig:

@@ -6,7 +6,8 @@
         rewards.json         the reward of every step
         screens/turn-NNN.png envs that see pixels: the screenshot after reset (000) and each step
         trajectory.parquet   model agent: token ids, log-probs, loss mask (arborl.agents.trajectory)
-        patch.diff           code tasks: the model patch
+        <the episode's files> what the benchmark's hook keeps of any episode, graded or
+                             not (`Benchmark.episode_files`: a code task's patch)
         <the grade's files>  what the benchmark's hook keeps (SWE-bench: grade.json, the
                              grading report, and test.log, the whole harness output)
         error.txt            when the attempt failed (infra error, timeout, harness error)
@@ -24,7 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from arborl.envs.benchmarks import EpisodeRecord, Grade
+from arborl.envs.benchmarks import ENV_GRADED, Benchmark, EpisodeRecord, Grade
 
 #: A grade's text file longer than this (bytes) is stored gzip-compressed, as NAME.gz.
 GZIP_BYTES = 1024 * 1024
@@ -67,22 +68,26 @@ def write_outputs(
     record: EpisodeRecord | None,
     grade: Grade | None = None,
     error: str | None = None,
+    benchmark: Benchmark = ENV_GRADED,
 ) -> Path:
-    """Write what one attempt produced; returns the directory (relative paths go in the store)."""
+    """Write what one attempt produced; returns the directory (relative paths go in the store).
+    `benchmark`: the suite's hook, which says what files an episode leaves."""
     out = instance_dir(run_dir, instance_id, sample)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     if record is not None:
         _dump(out / "transcript.json", record.messages)
-        _dump(out / "infos.json", [{k: v for k, v in i.items() if k != "model_patch"} for i in record.infos])
+        in_files = set(benchmark.info_keys_in_files)
+        _dump(out / "infos.json", [{k: v for k, v in i.items() if k not in in_files} for i in record.infos])
         _dump(out / "rewards.json", record.rewards)
         if record.screenshots:
             (out / "screens").mkdir()
             for turn, png in sorted(record.screenshots.items()):
                 (out / "screens" / f"turn-{turn:03d}.png").write_bytes(png)
-        patch = record.final("model_patch")
-        if isinstance(patch, str):
-            (out / "patch.diff").write_text(patch, encoding="utf-8")
+        for name, content in benchmark.episode_files(record).items():
+            # as it is, however large (the viewer reads it so): not a grade's file
+            path = out / name
+            path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
         if record.trajectory is not None:
             from arborl.agents.trajectory import write_trajectories
 

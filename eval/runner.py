@@ -76,13 +76,9 @@ class EvalOutcome:
 def resolve_suite(cfg: EvalConfig) -> Suite:
     """The registered suite `cfg.suite` names, or a suite made from the file or directory."""
     if not is_registered(cfg.suite) and looks_like_path(cfg.suite):
-        return suite_from_path(
-            cfg.suite,
-            repos_dirs=cfg.swe.repos_dir,
-            environments=cfg.swe.environments,
-            split=cfg.swe.split,
-            **reader_options(),  # what each env can run (the desktop's, for OSWorld files)
-        )
+        # each benchmark's: what its env can run (the desktop's, for OSWorld files), where
+        # its material is (SWE-bench's repositories), from its own section of the config
+        return suite_from_path(cfg.suite, **reader_options(cfg.model_extra))
     return get_suite(cfg.suite)
 
 
@@ -114,7 +110,8 @@ class EvalRun:
                 "counts itself: give its own kinds other names"
             )
         self.kinds = kind_labels(self.benchmark.unresolved_kinds)  # the progress bar's labels
-        self.ctx = GradeContext(self.suite, pool, cfg, cfg.agent)
+        key = self.benchmark.options[0] if self.benchmark.options else None
+        self.ctx = GradeContext(self.suite, pool, cfg, cfg.agent, cfg.benchmark_options(key))
         self.predictions: PredictionSource | None = None  # stored outputs to grade, no agent
         if cfg.predictions:
             self.predictions = self.benchmark.predictions(str(cfg.predictions), self.suite.tasks(), self.ctx)
@@ -155,7 +152,7 @@ class EvalRun:
             try:
                 grade = await self.benchmark.grade(env, task, rec, self.ctx)
             except EnvironmentBroken as e:
-                write_outputs(self.run_dir, task.id, sample, rec, e.grade, None)
+                write_outputs(self.run_dir, task.id, sample, rec, e.grade, None, self.benchmark)
                 raise
         else:  # the agent's failure: its sandbox is gone, nothing to grade
             rec.error = f"the agent's actions made its sandbox fail: {crash.why}" + (
@@ -202,7 +199,7 @@ class EvalRun:
                 async with asyncio.timeout(self.cfg.instance_timeout_s):
                     result, rec, grade = await self.attempt(worker["env"], task, sample)
                 result.attempts = attempt
-                write_outputs(self.run_dir, task.id, sample, rec, grade, result.error)
+                write_outputs(self.run_dir, task.id, sample, rec, grade, result.error, self.benchmark)
                 return result
             except InfraError as e:
                 await self._replace_env(worker)

@@ -168,13 +168,14 @@ def test_eval_names_no_benchmark_and_no_env_family():
 
 #: Words of one benchmark's grading (SWE-bench's) that eval and `arborl eval`'s console must
 #: leave to its hook: they ask the hook for kinds, tables and whys instead.
-GRADE_WORDS = ("patch_apply", "FULL", "first_failing_hunk")
+GRADE_WORDS = ("patch_apply", "FULL", "first_failing_hunk", "model_patch", "patch.diff")
 
 
 def test_eval_speaks_no_benchmarks_grade_vocabulary():
     """eval/ and cli/eval_cmds.py hold no benchmark's grading words, in code or prose: a
     benchmark's own unresolved kinds, report tables and explanations come from its hook."""
     files = [*sorted((ROOT / "eval").rglob("*.py")), ROOT / "cli" / "eval_cmds.py"]
+    files = [p for p in files if "viewer" not in p.parts]  # shows a run's files, whoever wrote them
     found = [
         f"{path.relative_to(ROOT)}:{n}: {word!r}"
         for path in files
@@ -183,3 +184,16 @@ def test_eval_speaks_no_benchmarks_grade_vocabulary():
         if word in line
     ]
     assert not found, "eval names a benchmark's grading words:\n" + "\n".join(found)
+
+
+def test_each_benchmarks_settings_are_its_hooks_section_not_evals_fields():
+    """`swe.*` and `bfcl.*` are the SWE-bench and BFCL hooks' own sections (`Benchmark.options`),
+    validated by their models, not fields eval declares: eval's config names no benchmark."""
+    from arborl.envs.benchmarks import benchmark_for, benchmark_sections
+    from arborl.eval.config import EvalConfig
+
+    sections = benchmark_sections()
+    assert {"swe", "bfcl"} <= set(sections), sections
+    assert not set(EvalConfig.model_fields) & set(sections), "eval declares a benchmark's section"
+    assert benchmark_for("arborl/Code-v0").options == ("swe", sections["swe"])
+    assert benchmark_for("arborl/BFCL-v0").options == ("bfcl", sections["bfcl"])

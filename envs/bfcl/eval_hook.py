@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import gymnasium
+from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from arborl.tasks import Task
@@ -35,7 +36,25 @@ from ..benchmarks import Benchmark, EpisodeRecord, GradeContext, PredictionSourc
 #: Problems printed; the rest are in `<run>/result_file_problems.txt`.
 MAX_PROBLEMS_SHOWN = 10
 
-__all__ = ["BfclBenchmark", "BfclResults", "BfclResultsDriver"]
+__all__ = ["BfclBenchmark", "BfclOptions", "BfclResults", "BfclResultsDriver"]
+
+
+class BfclOptions(BaseModel):
+    """How bfcl-eval result files given as `predictions` are read (arborl.tasks.bfcl.result_files): eval's `bfcl` section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decoder: Literal["auto", "fc", "prompting", "hermes"] = Field(
+        "auto",
+        description="the form the model's handler stored replies in: fc (lists of calls, function-"
+        "calling APIs), prompting (Python call-list text), hermes (<tool_call> text); auto: "
+        "from the results (arborl.tasks.bfcl.decoding)",
+    )
+    underscore_to_dot: bool | None = Field(
+        None,
+        description="whether the model saw dotted function names with '_' for '.' (bfcl-eval's "
+        "model table says so per model); None: detected from the calls",
+    )
 
 
 class BfclBenchmark(Benchmark):
@@ -43,9 +62,10 @@ class BfclBenchmark(Benchmark):
     bfcl-eval's result files (`eval.bfcl` section: how they are decoded)."""
 
     name = "bfcl"
+    options: ClassVar[tuple[str, type[BaseModel]] | None] = ("bfcl", BfclOptions)
 
     def predictions(self, path: str, tasks: list[Task], ctx: GradeContext) -> PredictionSource:
-        return BfclResults(path, tasks, ctx.suite.name, ctx.config.bfcl)
+        return BfclResults(path, tasks, ctx.suite.name, ctx.options or BfclOptions())
 
 
 class BfclResults:

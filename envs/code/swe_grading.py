@@ -15,9 +15,10 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Literal, cast
 
 import gymnasium
+from pydantic import BaseModel, ConfigDict, Field
 
 from arborl.sandboxes import SandboxBackend, SandboxError, SandboxPool, SandboxSpec, SandboxUnavailable
 from arborl.tasks import CodeTask, Suite, Task
@@ -77,6 +78,32 @@ async def grade_swe(
 APPLY = "patch_apply_failed"
 #: Its unresolved kind: counted apart from the other failures in the headline and the report.
 PATCH_APPLY = "patch_apply"
+
+
+class SWEOptions(BaseModel):
+    """eval's `swe` section: how SWE-bench instances are prepared and where a user's
+    instance files find their repositories."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    images: Literal["auto", "off"] = Field(
+        "auto", description="auto: SWE tasks run on instance images when the backend is Docker"
+    )
+    repos_dir: list[str] = Field(
+        default_factory=list,
+        description="where repositories are: directories holding <owner>__<name>.bundle, a bare mirror "
+        "<owner>__<name>.git, a checkout <owner>__<name>/.git (or the same under <owner>/<name>), or any "
+        "bare repository or checkout whose remote URL names the repository; or .json mapping files "
+        '{"owner/name": "path"} (arborl.tasks.swebench.repos)',
+    )
+    environments: str | None = Field(
+        None, description="a JSON list of SWEEnvironment (per repo/version install, test command, log parser)"
+    )
+    split: str | None = Field(
+        None, description="the split of a `datasets` DatasetDict directory given as suite"
+    )
+
+
 #: SWE-bench's verdicts, in the order of the report's table.
 VERDICTS = ("FULL", "PARTIAL", "NO")
 
@@ -91,15 +118,26 @@ class SWEBench(Benchmark):
     unresolved_kinds: ClassVar[Mapping[str, tuple[str, str]]] = {
         PATCH_APPLY: ("patch-apply failure", "patch-apply failures")
     }
+    options: ClassVar[tuple[str, type[BaseModel]] | None] = ("swe", SWEOptions)
+    info_keys_in_files: ClassVar[tuple[str, ...]] = ("model_patch",)
 
     async def prepare(self, tasks: list[Task], ctx: GradeContext) -> list[Task]:
-        if ctx.config.swe.images != "auto" or not any(swe_parts(t) for t in tasks):
+        opts = ctx.options or SWEOptions()
+        if opts.images != "auto" or not any(swe_parts(t) for t in tasks):
             return tasks
         backend = getattr(ctx.pool, "backend", None)
         if backend is not None:
-            return await with_instance_images(tasks, backend, ctx.config.swe.repos_dir)
+            return await with_instance_images(tasks, backend, opts.repos_dir)
         # sandboxes on other hosts (sandbox=ray): each node builds them on its own engine
-        return await images_on_each_node(ctx.pool, tasks, ctx.config.swe.repos_dir)
+        return await images_on_each_node(ctx.pool, tasks, opts.repos_dir)
+
+    def reader_options(self, options: Any = None) -> dict[str, Any]:
+        opts = options or SWEOptions()
+        return {"repos_dirs": opts.repos_dir, "environments": opts.environments, "split": opts.split}
+
+    def episode_files(self, record: EpisodeRecord) -> dict[str, str | bytes]:
+        patch = record.final("model_patch")  # any code task's, SWE-bench's or not
+        return {"patch.diff": patch} if isinstance(patch, str) else {}
 
     async def grade(self, env: gymnasium.Env, task: Task, record: EpisodeRecord, ctx: GradeContext) -> Grade:
         parts = swe_parts(task)

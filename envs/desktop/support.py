@@ -200,7 +200,7 @@ class OSWorldBenchmark(Benchmark):
 
     name = "osworld"
 
-    def reader_options(self) -> dict[str, Any]:
+    def reader_options(self, options: Any = None) -> dict[str, Any]:
         return {"desktop": DESKTOP}
 
 

@@ -26,7 +26,8 @@ def example() -> str:
 def test_the_documented_benchmark_grades_through_its_hook(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code = example()
-    exec(compile(code, "docs/envs.md", "exec"), {"__name__": "arborl_docs_benchmark"})  # asserts inside
+    # as a user runs it: without this file's `from __future__ import annotations`
+    exec(compile(code, "docs/envs.md", "exec", dont_inherit=True), {"__name__": "arborl_docs_benchmark"})
     hook = benchmark_for("myorg/Capitals-v0")
     assert hook is not ENV_GRADED and hook.name == "capitals"
     # the hook's files and verdicts are in the run directory

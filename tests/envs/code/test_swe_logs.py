@@ -111,3 +111,19 @@ async def test_swe_bench_grades_arborls_stored_logs_as_arborl_did(
         assert report["resolved"] == grade.resolved, name
         for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
             assert report["tests_status"][key] == getattr(grade, key), (name, key)
+
+
+def test_a_code_episodes_patch_is_its_hooks_file_and_stays_out_of_infos(tmp_path):
+    """The model patch is written as patch.diff by the code env's hook (`episode_files`), graded
+    or not, and left out of infos.json; a hook that names no such file writes none."""
+    import json
+
+    from arborl.envs.benchmarks import ENV_GRADED, EpisodeRecord, benchmark_for
+
+    patch = "diff --git a/x b/x\n+é\n" * 3
+    record = EpisodeRecord(messages=[], infos=[{"model_patch": patch, "verifier": "ok"}], rewards=[0.0])
+    out = write_outputs(tmp_path / "a", "i", 0, record, None, "timed out", benchmark_for("arborl/Code-v0"))
+    assert (out / "patch.diff").read_text(encoding="utf-8") == patch
+    assert json.loads((out / "infos.json").read_text()) == [{"verifier": "ok"}]
+    out = write_outputs(tmp_path / "b", "i", 0, record, None, None, ENV_GRADED)
+    assert not (out / "patch.diff").exists() and "model_patch" in (out / "infos.json").read_text()
