@@ -268,3 +268,33 @@ def test_a_lora_run_checkpoints_resumes_and_evaluates_its_adapter(tmp_path, tiny
         want = score_tokens(merged, prompt, g.token_ids, 1.0)
         torch.testing.assert_close(torch.tensor(g.logprobs, dtype=torch.float64), want, rtol=0, atol=1e-5)
     asyncio.run(engine.close())
+
+
+@pytest.mark.parametrize("engine", ["transformers", pytest.param("vllm", marks=pytest.mark.slow)])
+def test_each_step_samples_with_the_adapter_just_trained(tmp_path, engine):
+    """Sync mode: every batch is sampled after the last update's push, so the learner's
+    log-probs of it (π_prox) equal the engine's behaviour log-probs only if the engine got the
+    adapter; with lr 1e-2 a missed push shows as a log-ratio far above the float noise."""
+    options: dict = {}
+    if engine == "vllm":
+        pytest.importorskip("vllm")
+        options = {"dtype": "float32", "max_model_len": 1024, "cpu_kv_cache_gib": 1}
+    cfg = train_config(
+        tmp_path / engine,
+        tasks={"train": "test_lora:coin_tasks"},
+        sft={"steps": 0},
+        model={"lora": {"r": 4, "alpha": 8}, "engine": engine, "engine_options": options},
+        learner={"lr": 1e-2},
+        run={"steps": 3, "eval_every": 100, "checkpoint_every": 100},
+        **{"async": {"mode": "sync"}},
+    )
+    trainer = Trainer(cfg)
+    asyncio.run(trainer.run())
+    rl = [json.loads(line) for line in (tmp_path / engine / "metrics.jsonl").read_text().splitlines()]
+    rl = [e for e in rl if e.get("phase") == "rl"]
+    adapter_bytes = sum(p.numel() * p.element_size() for p in lora_params(trainer.ctx.model).values())
+    assert [e["sync/bytes"] for e in rl] == [float(adapter_bytes)] * 3
+    assert all(e["batch/trajectories"] > 0 and e["actor/grad_norm"] > 0 for e in rl)
+    assert all(e["offpolicy/log_ratio_abs_mean"] < 1e-5 for e in rl), [
+        e["offpolicy/log_ratio_abs_mean"] for e in rl
+    ]
