@@ -117,7 +117,7 @@ def apply_adapter(model: Any, adapter: LoraAdapter, where: str = "the adapter") 
     first time (``inject_adapter_in_model``), and later adapters of the same shape are copied
     into them. Raises `AdapterMismatch` when the adapter does not fit: a target module the
     model lacks, a tensor of another shape, or layers the adapter leaves out."""
-    from peft import LoraConfig, inject_adapter_in_model, set_peft_model_state_dict
+    from peft import LoraConfig, inject_adapter_in_model
 
     config = LoraConfig(**{k: v for k, v in adapter.config.items() if k not in ("peft_type", "auto_mapping")})
     config.inference_mode = False  # keep the layers' weights as parameters we may overwrite
@@ -126,8 +126,9 @@ def apply_adapter(model: Any, adapter: LoraAdapter, where: str = "the adapter") 
             inject_adapter_in_model(config, model)
         except ValueError as e:  # peft: "Target modules ... not found in the base model"
             raise AdapterMismatch(f"{where} does not fit the model: {e}. {_fix(adapter)}") from None
-    own = _lora_shapes(model)
-    theirs = {_peft_key(k): tuple(t.shape) for k, t in adapter.tensors.items()}
+    params = lora_parameters(model)
+    own = {k: tuple(p.shape) for k, p in params.items()}
+    theirs = {k: tuple(t.shape) for k, t in adapter.tensors.items()}
     wrong = [f"{k} is {s}, the model's {own[k]}" for k, s in theirs.items() if k in own and own[k] != s]
     absent = sorted(set(theirs) - set(own))
     left_out = sorted(set(own) - set(theirs))
@@ -137,8 +138,9 @@ def apply_adapter(model: Any, adapter: LoraAdapter, where: str = "the adapter") 
             + [f"no tensor for the model's {k}" for k in left_out[:3]]
         )
         raise AdapterMismatch(f"{where} does not fit the model: {detail}. {_fix(adapter)}")
-    with torch.no_grad():
-        set_peft_model_state_dict(model, dict(adapter.tensors))
+    with torch.no_grad():  # straight into the parameters (peft's loader walks the whole model)
+        for key, value in adapter.tensors.items():
+            params[key].copy_(value)
 
 
 def load_with_adapter(path: str, load: Any) -> Any:
@@ -151,16 +153,12 @@ def load_with_adapter(path: str, load: Any) -> Any:
     return model
 
 
-def _peft_key(name: str) -> str:
-    """A saved adapter key as the model's own parameter name without the adapter's name:
-    ``base_model.model.X.lora_A.weight`` → ``X.lora_A.weight``."""
-    return name.removeprefix("base_model.model.")
-
-
-def _lora_shapes(model: Any) -> dict[str, tuple[int, ...]]:
-    """Shapes of the model's LoRA tensors of the ``default`` adapter, keyed as `_peft_key` keys."""
+def lora_parameters(model: Any) -> dict[str, torch.nn.Parameter]:
+    """The model's LoRA parameters of peft's ``default`` adapter, keyed as peft saves them:
+    ``X.lora_A.default.weight`` (a parameter of the model, whose LoRA layers peft injected in
+    place) is ``base_model.model.X.lora_A.weight`` (peft's ``get_peft_model_state_dict``)."""
     return {
-        n.replace(".default.", ".").replace(".default", ""): tuple(p.shape)
+        "base_model.model." + n.replace(".default.", ".").removesuffix(".default"): p
         for n, p in model.named_parameters()
         if ".lora_" in n and ".default" in n
     }

@@ -29,7 +29,7 @@ from arborl.agents.vision import load_policy_tokenizer
 from arborl.trainer.dataproto import trajectories_to_dataproto
 from arborl.trainer.local.checkpoint import Checkpointer
 from arborl.trainer.local.learner import Learner, LearnerConfig
-from arborl.trainer.local.lora import LoraSettings, LoraTargetError, attach_lora, push_policy
+from arborl.trainer.local.lora import LoraSettings, LoraTargetError, adapter_of, attach_lora, push_policy
 from arborl.trainer.local.progress import Progress
 from arborl.trainer.local.run_context import RunContext
 from arborl.trainer.local.trainer import Trainer
@@ -128,6 +128,12 @@ async def test_engine_and_learner_agree_after_an_adapter_sync(tiny_model, base_m
     want = score_tokens(merged.double(), PROMPTS[0], stale[0].token_ids, T)
     assert (torch.tensor(stale[0].logprobs, dtype=torch.float64) - want).abs().max() > 1e-3
 
+    # the adapter in peft's own saved naming (what checkpoints and vLLM load)
+    from peft import get_peft_model_state_dict
+
+    peft_own = get_peft_model_state_dict(peft)
+    mine = adapter_of(peft).tensors
+    assert set(mine) == set(peft_own) and all(torch.equal(mine[k], peft_own[k]) for k in mine)
     reported = await push_policy(engine, model, peft)
 
     # what crossed: the adapter's tensors alone, as many bytes as the trained parameters

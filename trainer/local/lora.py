@@ -28,7 +28,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from arborl.agents.engines import InferenceEngine
-from arborl.agents.engines.adapters import AdapterMismatch, LoraAdapter, apply_adapter
+from arborl.agents.engines.adapters import AdapterMismatch, LoraAdapter, apply_adapter, lora_parameters
 
 ALL_LINEAR = "all-linear"
 
@@ -121,11 +121,10 @@ def config_of(peft: Any) -> dict[str, Any]:
 
 
 def adapter_of(peft: Any) -> LoraAdapter:
-    """The adapter of `peft` as engines take it: detached copies, so that the learner's next
-    step cannot change what an engine is still loading."""
-    from peft import get_peft_model_state_dict
-
-    tensors = {k: v.detach().clone() for k, v in get_peft_model_state_dict(peft).items()}
+    """The adapter of `peft` as engines take it (peft's saved naming, as
+    ``get_peft_model_state_dict`` gives it): detached copies, so that the learner's next step
+    cannot change what an engine is still loading."""
+    tensors = {k: p.detach().clone() for k, p in lora_parameters(peft.get_base_model()).items()}
     return LoraAdapter(config_of(peft), tensors)
 
 
