@@ -119,13 +119,23 @@ def apply_adapter(model: Any, adapter: LoraAdapter, where: str = "the adapter") 
     model lacks, a tensor of another shape, or layers the adapter leaves out."""
     from peft import LoraConfig, inject_adapter_in_model
 
-    config = LoraConfig(**{k: v for k, v in adapter.config.items() if k not in ("peft_type", "auto_mapping")})
-    config.inference_mode = False  # keep the layers' weights as parameters we may overwrite
     if not has_lora_layers(model):
+        config = LoraConfig(
+            **{k: v for k, v in adapter.config.items() if k not in ("peft_type", "auto_mapping")}
+        )
+        config.inference_mode = False  # keep the layers' weights as parameters we may overwrite
         try:
             inject_adapter_in_model(config, model)
         except ValueError as e:  # peft: "Target modules ... not found in the base model"
             raise AdapterMismatch(f"{where} does not fit the model: {e}. {_fix(adapter)}") from None
+    else:  # the layers' scaling (alpha / r) is fixed when they are made: it must be the adapter's
+        layers = getattr(model, "peft_config", {}).get("default")
+        have = _scaling(layers.to_dict()) if layers is not None else None
+        if have is not None and have != _scaling(adapter.config):
+            raise AdapterMismatch(
+                f"{where} has LoRA scaling {_scaling(adapter.config)}, the model's LoRA layers {have}: "
+                "send adapters of the settings the engine started with (model.lora)"
+            )
     params = lora_parameters(model)
     own = {k: tuple(p.shape) for k, p in params.items()}
     theirs = {k: tuple(t.shape) for k, t in adapter.tensors.items()}
@@ -162,6 +172,13 @@ def lora_parameters(model: Any) -> dict[str, torch.nn.Parameter]:
         for n, p in model.named_parameters()
         if ".lora_" in n and ".default" in n
     }
+
+
+def _scaling(config: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What sets a LoRA layer's scaling (alpha / r, or alpha / sqrt(r) with rslora)."""
+    return tuple(
+        config.get(k) or None for k in ("r", "lora_alpha", "use_rslora", "rank_pattern", "alpha_pattern")
+    )
 
 
 def _fix(adapter: LoraAdapter) -> str:

@@ -181,6 +181,10 @@ def test_an_adapter_that_does_not_fit_the_model_is_refused(base_model, tmp_path)
         AdapterMismatch, match=r"lora_A.weight is \(4, 128\), the model's \(4, 64\).*trained on"
     ):
         asyncio.run(engine.update_adapter(LoraAdapter(good.config, wide)))
+    # other settings than the engine's LoRA layers were made with (alpha / r scales every update)
+    with_layers = HFEngine(HFEngineConfig(model="lora"), model=copy.deepcopy(peft.get_base_model()))
+    with pytest.raises(AdapterMismatch, match="scaling"):
+        asyncio.run(with_layers.update_adapter(LoraAdapter({**good.config, "lora_alpha": 32}, good.tensors)))
     # a module the model does not have
     other = {**good.config, "target_modules": ["c_attn"]}
     fresh = HFEngine(HFEngineConfig(model=good.config["base_model_name_or_path"]))
