@@ -254,6 +254,18 @@ ENV_GRADED = Benchmark()
 _HOOKS: dict[str, Benchmark | str] = {}
 
 
+def same_on_every_node(per_node: Mapping[str, list[Task]], fix: str) -> list[Task]:
+    """The tasks every sandbox node prepared (`RaySandboxPool.on_each_node`'s results), which
+    must be the same on every node: a task that would differ by where its sandbox lands is
+    refused before the run (`SandboxUnavailable`, `fix` saying what to do)."""
+    from arborl.sandboxes import SandboxUnavailable
+
+    first, *others = per_node.values()
+    if any([t.model_dump() for t in other] != [t.model_dump() for t in first] for other in others):
+        raise SandboxUnavailable(f"the sandbox nodes prepared the same tasks differently: {fix}")
+    return first
+
+
 def register_benchmark(env_id: str, hook: Benchmark | str, *, force: bool = False) -> None:
     """Say how `arborl eval` grades the suites that run on `env_id` (a `Benchmark`, or the
     `"module:attribute"` that names one, imported when first used)."""

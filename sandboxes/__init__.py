@@ -11,6 +11,7 @@ This layer imports nothing else of arborl.
 from .auto import AutoBackendConfig
 from .base import (
     DEFAULT_IMAGE,
+    ROOT_ENV,
     ExecResult,
     Limits,
     ResetResult,
@@ -41,6 +42,7 @@ from .pool import PoolConfig, SandboxPool
 __all__ = [
     "BACKENDS",
     "DEFAULT_IMAGE",
+    "ROOT_ENV",
     "AutoBackendConfig",
     "BackendEntry",
     "BwrapBackend",

@@ -26,6 +26,11 @@ from .errors import Fault, SandboxCrashed, SandboxFileNotFound, SandboxOpError, 
 
 MANAGED_LABEL = "arborl.managed"
 DEFAULT_IMAGE = "arborl/base:latest"
+#: The env of the harness's own root commands once an agent has acted in a sandbox: tools from
+#: the system's directories only. The server's default PATH starts with /usr/local/bin, which
+#: an image (a task's Dockerfile) may leave writable to the agent, and a root command finding
+#: `rm` there would run the agent's program as root.
+ROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
 class Limits(BaseModel):

@@ -4,8 +4,9 @@
   pytest and git, a non-root `agent` user and a /workspace, then `docker import`. Its tag is
   a hash of the recipe, so it is rebuilt only when the recipe changes.
 - Task images are layered on it with `docker build` (no network during the build), tagged by
-  the hash of base image id + Dockerfile + context, so identical tasks share one image and
-  many instances share the base layers.
+  the hash of the parent (its content label if arborl built it, else its image id) +
+  Dockerfile + context, so identical tasks share one image, many instances share the base
+  layers, and engines holding the same base agree on every tag.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from .errors import ImageBuildError, SandboxUnavailable
 
 BUILD_VERSION = 1  # bump when the build procedure itself changes
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+CONTENT_LABEL = "arborl.content"  # a built layer's content digest (its parents' included)
+RECIPE_LABEL = "arborl.recipe"  # the base image's recipe digest
 
 
 class BaseImageRecipe(BaseModel):
@@ -147,7 +150,7 @@ def build_base_image(
             "ENV LANG=C.UTF-8",
             "WORKDIR /workspace",
             'CMD ["/bin/bash"]',
-            f'LABEL arborl.recipe="{recipe.digest()}"',
+            f'LABEL {RECIPE_LABEL}="{recipe.digest()}"',
         ]
         repo, _, version = tag.partition(":")
         client.api.import_image(
@@ -209,6 +212,26 @@ def _context_tar(
     return buf.getvalue(), digest.hexdigest()
 
 
+def content_salt(image: Any) -> str:
+    """What names `image` (a docker-py Image) in the tags of the layers built on it: its
+    content digest if arborl built it as a layer, its recipe's digest if it is arborl's base,
+    else its image id. Docker builds are not reproducible, and neither is a debootstrap: two
+    builders racing on one layer (two sandbox nodes on one engine), or two machines that each
+    built the base, hold different ids for the same content, and an id salt gave their
+    children different tags.
+
+    A label names the image only on the image arborl built under it (a tag whose version is the
+    label's start): an image built by someone else FROM one of arborl's inherits its labels, and
+    salting its children by them would hand them a layer built on the other image."""
+    labels = image.labels or {}
+    versions = [t.rsplit(":", 1)[-1] for t in getattr(image, "tags", None) or [] if ":" in t]
+    for key, prefix in ((CONTENT_LABEL, ""), (RECIPE_LABEL, "recipe:")):
+        value = str(labels.get(key) or "")
+        if value and any(v and value.startswith(v) for v in versions):
+            return prefix + value
+    return str(image.id)
+
+
 def build_layer(
     client: Any,
     base: str,
@@ -224,11 +247,12 @@ def build_layer(
     import docker.errors
 
     try:
-        base_id = client.images.get(base).id
+        parent = client.images.get(base)
     except docker.errors.ImageNotFound as e:
         raise SandboxUnavailable(f"base image {base!r} is missing: run `arborl sandbox build`") from e
+    salt = content_salt(parent)
     dockerfile = f"FROM {base}\n{instructions.strip()}\n"
-    data, digest = _context_tar(dockerfile, context, salt=base_id)
+    data, digest = _context_tar(dockerfile, context, salt=salt)
     tag = f"{repository}:{digest[:16]}"
     if image_exists(client, tag):
         return tag
@@ -240,7 +264,7 @@ def build_layer(
             rm=True,
             forcerm=True,
             network_mode="bridge" if network else "none",
-            labels={"arborl.content": digest},
+            labels={CONTENT_LABEL: digest},
         )
     except docker.errors.BuildError as e:
         lines = [str(c.get("stream") or c.get("error") or "") for c in e.build_log if isinstance(c, dict)]

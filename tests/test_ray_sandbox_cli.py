@@ -107,18 +107,16 @@ def test_train_runs_its_rollouts_on_the_ray_nodes(cluster, tmp_path, bwrap_backe
     assert left_behind(bwrap_backend, "cli-train") == []
 
 
-@pytest.mark.docker
-def test_eval_of_swe_tasks_runs_them_on_instance_images_made_on_the_nodes(cluster, tmp_path, docker_backend):
-    """`swe.images=auto` with sandbox=ray and Docker on the nodes: each node's actor makes the
-    instance images on its own engine (`RaySandboxPool.on_each_node`), and the episodes' containers
-    run on them. The containers are watched while the eval runs, by the run's label."""
-    run = tmp_path / "run"
-    label = f"{OWNER_RUN}=cli-swe"
-    args = ["suite=swe-mini", "agent=gold", "limit=2", "concurrency=2", "swe.images=auto", f"run.dir={run}"]
-    args += [*ray_sandbox(cluster, "cli-swe"), "sandbox.backend.type=docker"]
+def eval_on_docker_nodes(cluster, docker_backend, args: list[str], run_id: str) -> set[str]:
+    """`arborl eval *args` with sandbox=ray and Docker on the nodes; the repositories of the
+    images its containers ran on (watched while it runs, by the run's label), none left after."""
+    label = f"{OWNER_RUN}={run_id}"
     images: set[str] = set()
     with subprocess.Popen(
-        [*CMD, "eval", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [*CMD, "eval", *args, *ray_sandbox(cluster, run_id), "sandbox.backend.type=docker"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     ) as proc:
         while proc.poll() is None:
             listed = docker_backend.client.containers.list(sparse=True, filters={"label": label})
@@ -126,10 +124,21 @@ def test_eval_of_swe_tasks_runs_them_on_instance_images_made_on_the_nodes(cluste
             time.sleep(0.2)
         out = proc.stdout.read() if proc.stdout else ""
     assert proc.returncode == 0, out[-3000:]
+    assert images, "no container of the run was seen"
+    assert docker_backend.client.containers.list(all=True, filters={"label": label}) == []
+    return {tag.split(":")[0] for tag in images}
+
+
+@pytest.mark.docker
+def test_eval_of_swe_tasks_runs_them_on_instance_images_made_on_the_nodes(cluster, tmp_path, docker_backend):
+    """`swe.images=auto` with sandbox=ray and Docker on the nodes: each node's actor makes the
+    instance images on its own engine (`RaySandboxPool.on_each_node`), and the episodes' containers
+    run on them. The containers are watched while the eval runs, by the run's label."""
+    run = tmp_path / "run"
+    args = ["suite=swe-mini", "agent=gold", "limit=2", "concurrency=2", "swe.images=auto", f"run.dir={run}"]
+    assert eval_on_docker_nodes(cluster, docker_backend, args, "cli-swe") <= {"arborl/swe"}
     summary = json.loads((run / "summary.json").read_text())
     assert summary["resolved"] == 2 and summary["infra_errors"] == 0, summary
-    assert images and all(tag.startswith("arborl/swe:") for tag in images), images
-    assert docker_backend.client.containers.list(all=True, filters={"label": label}) == []
 
 
 async def test_nodes_that_would_run_a_swe_task_on_different_images_are_refused():
@@ -147,3 +156,52 @@ async def test_nodes_that_would_run_a_swe_task_on_different_images_are_refused()
 
     with pytest.raises(SandboxUnavailable, match=r"same backend.*swe\.images=off"):
         await images_on_each_node(TwoNodes(), [task], [])
+
+
+@pytest.mark.docker
+@pytest.mark.full  # ~60 s; CI runs the env-level test below, the same build on the nodes
+def test_eval_of_harbor_tasks_builds_their_images_on_the_nodes(cluster, tmp_path, docker_backend):
+    """`arborl eval suite=FOLDER` on Harbor tasks with sandbox=ray and Docker on the nodes:
+    each node's actor builds the tasks' images on its own engine (`RaySandboxPool.on_each_node`,
+    the nodes agreeing on every tag), and the gold runs pass on them."""
+    run = tmp_path / "run"
+    suite = Path(__file__).parent / "data" / "harbor"
+    args = [f"suite={suite}", "agent=gold", "limit=2", "concurrency=2", f"run.dir={run}"]
+    assert eval_on_docker_nodes(cluster, docker_backend, args, "cli-harbor") <= {"arborl/harbor"}
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["resolved"] == 2 and summary["infra_errors"] == 0, summary
+
+
+@pytest.mark.docker
+async def test_a_harbor_env_on_a_ray_pool_builds_its_image_on_the_nodes(cluster, docker_backend):
+    """What `arborl train` does with sandbox=ray (no eval hook builds first): the env's reset
+    builds the task's image on every node's engine, and the episode runs and is graded on a
+    node. The fix scores 1."""
+    import gymnasium
+
+    import arborl.envs  # noqa: F401 - registers arborl/Harbor-v0
+    from arborl.envs import arelease, areset, astep
+    from arborl.envs.parsers import get_parser
+    from arborl.sandboxes import PoolConfig
+    from arborl.sandboxes.ray import RayPoolConfig, RaySandboxPool
+    from arborl.tasks.harbor import load_task
+
+    task = load_task(Path(__file__).parent / "data" / "harbor-uv" / "hello-uv")
+    hermes = get_parser("hermes")
+    pool = RaySandboxPool(
+        RayPoolConfig(
+            backend={"type": "docker"}, pool=PoolConfig(max_size=1, health_interval_s=0), run_id="env-harbor"
+        )
+    )
+    env = gymnasium.make("arborl/Harbor-v0", pool=pool)
+    try:
+        await areset(env, options={"task": task})
+        assert env.unwrapped.sandbox.raw.node_id in {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        fix = hermes.format_call("bash", {"command": "echo 'Hello from uv!' > /app/greeting.txt"})
+        await astep(env, fix)
+        _, reward, terminated, _, info = await astep(env, hermes.format_call("submit", {}))
+        assert terminated and reward == 1.0, info.get("verifier")
+    finally:
+        await arelease(env)
+        env.close()
+        await pool.close()

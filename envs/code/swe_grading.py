@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal, cast
 import gymnasium
 from pydantic import BaseModel, ConfigDict, Field
 
-from arborl.sandboxes import SandboxBackend, SandboxError, SandboxPool, SandboxSpec, SandboxUnavailable
+from arborl.sandboxes import SandboxBackend, SandboxError, SandboxPool, SandboxSpec
 from arborl.tasks import CodeTask, Suite, Task
 from arborl.tasks.swebench import environment_hint, swe_parts
 from arborl.tasks.swebench.grading import SWEGrade, grade_run, patch_to_grade
@@ -37,6 +37,7 @@ from ..benchmarks import (
     InfraError,
     PredictionSource,
     ReportTable,
+    same_on_every_node,
 )
 from .instance_images import with_instance_images
 from .verifier import run_verifier
@@ -270,11 +271,8 @@ async def images_on_each_node(pool: Any, tasks: list[Task], repos_dirs: list[str
     """`tasks` on their instance images, built on every node of a `RaySandboxPool` (a
     sandbox runs on whichever node has room). `repos_dirs` are paths on the nodes."""
     per_node: dict[str, list[Task]] = await pool.on_each_node(instance_images_here, tasks, repos_dirs)
-    first, *others = per_node.values()
-    if any([t.model_dump() for t in other] != [t.model_dump() for t in first] for other in others):
-        raise SandboxUnavailable(
-            "the sandbox nodes built different instance images for the same tasks (a node on "
-            "Docker, another on bubblewrap, or different repos_dir contents): give every node "
-            "the same backend and the same repositories, or run with swe.images=off"
-        )
-    return first
+    return same_on_every_node(
+        per_node,
+        "different instance images (a node on Docker, another on bubblewrap, or different repos_dir "
+        "contents): give every node the same backend and the same repositories, or run with swe.images=off",
+    )

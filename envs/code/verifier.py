@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from arborl.sandboxes import ExecResult
+from arborl.sandboxes import ROOT_ENV, ExecResult
 from arborl.tasks import VERIFIER_DIR, CodeTask
 from arborl.tasks.swebench import parse_log
 from arborl.tasks.swebench.harness import GIT_INERT_ARGS, GIT_INERT_ENV
@@ -105,8 +105,11 @@ async def screen_patch(sandbox: Any, task: CodeTask, patch: str) -> list[str]:
 
 async def stage(sandbox: Any, task: CodeTask, patch: str) -> None:
     """Write the verifier's files and the diff where only root may write."""
-    r = await sandbox.exec(
-        f"rm -rf {VERIFIER_DIR} && install -d -m 0755 -o root -g root {VERIFIER_DIR}", user="root", timeout=60
+    r = await sandbox.exec(  # the sandbox is clean here; ROOT_ENV all the same (defence in depth)
+        f"rm -rf {VERIFIER_DIR} && install -d -m 0755 -o root -g root {VERIFIER_DIR}",
+        user="root",
+        timeout=60,
+        env=ROOT_ENV,
     )
     if not r.ok:
         raise RuntimeError(f"cannot make {VERIFIER_DIR}: {r.output[-500:]}")

@@ -2,7 +2,8 @@
 
 env.py (the env: the task's image, the agent's tools, grading at the end), grading.py (the
 tests run out of the agent's reach, the reward read by the host), images.py (Dockerfiles built
-on the offline base), benchmark.py (how `arborl eval` prepares and grades a Harbor suite).
+on the offline base), uv_layer.py (uv for tests that run it, offline and out of the agent's
+reach), benchmark.py (how `arborl eval` prepares and grades a Harbor suite).
 The task folders themselves are read by `arborl.tasks.harbor`.
 """
 

@@ -1,6 +1,7 @@
 """How `arborl eval` runs a Harbor suite (`arborl.envs.benchmarks`): images first, then grades.
 
-- `prepare` builds every task's image before any episode (Docker), one task at a time; a task
+- `prepare` builds every task's image before any episode (Docker; with sandbox=ray on every
+  node's engine, which must agree on the tags), one task at a time; a task
   whose image cannot be built offline keeps the reason (`image_error`: the Dockerfile's line
   and docker's words) and is recorded as an infrastructure error when its turn comes, never a
   0, while the others run. A task folder that could not be read is an environment error
@@ -24,8 +25,7 @@ from arborl.sandboxes import DockerBackend
 from arborl.tasks import Suite, Task, episode_score
 from arborl.tasks.harbor import HarborTask
 
-from ..benchmarks import Benchmark, EnvironmentBroken, EpisodeRecord, Grade, GradeContext
-from .env import remember_image
+from ..benchmarks import Benchmark, EnvironmentBroken, EpisodeRecord, Grade, GradeContext, same_on_every_node
 from .images import HarborImageError, build_task_image
 
 #: The verifier's own kinds of an unresolved attempt (`TestRun.error_kind`).
@@ -37,6 +37,27 @@ KINDS: Mapping[str, tuple[str, str]] = {
 }
 
 
+def images_here(backend: Any, tasks: list[Task]) -> list[Task]:
+    """`tasks` with their images built on `backend`'s engine (blocking): each usable Harbor
+    task gets its image's tag and ENV, or the reason it cannot have one (`image_error`). What
+    each sandbox node runs, in a thread of its actor, on its own engine."""
+    out: list[Task] = []
+    for task in tasks:
+        if not isinstance(task, HarborTask) or not task.usable or task.image:
+            out.append(task)
+            continue
+        if not isinstance(backend, DockerBackend):
+            out.append(task)  # the env says at reset what it needs
+            continue
+        try:
+            image = build_task_image(backend.client, task)
+        except HarborImageError as e:
+            out.append(task.model_copy(update={"image_error": str(e)}))
+            continue
+        out.append(task.model_copy(update={"image": image.tag, "image_env": image.env}))
+    return out
+
+
 class HarborBenchmark(Benchmark):
     """The hook of `arborl/Harbor-v0` (see the module doc)."""
 
@@ -44,23 +65,17 @@ class HarborBenchmark(Benchmark):
     unresolved_kinds: ClassVar[Mapping[str, tuple[str, str]]] = KINDS
 
     async def prepare(self, tasks: list[Task], ctx: GradeContext) -> list[Task]:
+        if hasattr(ctx.pool, "on_each_node"):  # a Ray pool: a sandbox runs on any node's engine
+            per_node: dict[str, list[Task]] = await ctx.pool.on_each_node(images_here, tasks)
+            return same_on_every_node(
+                per_node,
+                "different Harbor task images (a node without Docker, or different base images): "
+                "give every node Docker and run `arborl sandbox build` on each",
+            )
         backend = getattr(ctx.pool, "backend", None)
         if not isinstance(backend, DockerBackend):
             return tasks  # the env says at reset what it needs
-        out: list[Task] = []
-        for task in tasks:
-            if not isinstance(task, HarborTask) or not task.usable or task.image:
-                out.append(task)
-                continue
-            try:
-                image = await asyncio.to_thread(build_task_image, backend.client, task)
-            except HarborImageError as e:
-                out.append(task.model_copy(update={"image_error": str(e)}))
-                continue
-            built = task.model_copy(update={"image": image.tag})
-            remember_image(built, image)
-            out.append(built)
-        return out
+        return await asyncio.to_thread(images_here, backend, tasks)
 
     async def grade(self, env: gymnasium.Env, task: Task, record: EpisodeRecord, ctx: GradeContext) -> Grade:
         verdict: dict[str, Any] = record.final("verifier") or {}

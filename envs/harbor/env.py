@@ -42,17 +42,12 @@ _TREE_HASH = (
     r"find . -xdev \( -name __pycache__ -o -name .pytest_cache \) -prune -o -type f -print0 2>/dev/null "
     "| sort -z | xargs -0 -r sha256sum -- 2>/dev/null | sha256sum"
 )
-_IMAGES: dict[tuple[str, str], TaskImage] = {}  # (task folder, Docker engine or image tag) -> built image
+_IMAGES: dict[tuple[str, str], TaskImage] = {}  # (task folder, Docker engine) -> built image
 
 
 class GradingFailed(ToolUnavailable):
     """The task's tests could not be run (the task's or the infrastructure's fault, never the
     agent's): the episode ends as an env error."""
-
-
-def remember_image(task: HarborTask, image: TaskImage) -> None:
-    """Keep what a build found (its ENV) for envs that get `task` with its image set."""
-    _IMAGES[(task.path, image.tag)] = image
 
 
 class HarborEnv(ToolCallingEnv):
@@ -97,8 +92,8 @@ class HarborEnv(ToolCallingEnv):
 
     def image(self, task: HarborTask) -> TaskImage:
         """The task's image (built at reset when the task carries none)."""
-        if task.image:  # built by the evaluation's hook, which keeps its ENV beside it
-            return _IMAGES.get((task.path, task.image), TaskImage(task.image))
+        if task.image:  # built by the evaluation's hook (on every node), its ENV carried along
+            return TaskImage(task.image, dict(task.image_env))
         key = (task.path, self._engine_key())
         if key not in _IMAGES:
             raise HarborImageError(f"task {task.id}: its image is not built (reset builds it)")
@@ -143,6 +138,20 @@ class HarborEnv(ToolCallingEnv):
             return
         key = (task.path, self._engine_key())
         if key in _IMAGES:
+            return
+        if hasattr(self.pool, "on_each_node"):  # a Ray pool: built on every node's engine
+            from .benchmark import images_here
+
+            per_node = await self.pool.on_each_node(images_here, [task])
+            built = {(t.image, t.image_error) for [t] in per_node.values()}
+            if len(built) > 1:
+                raise InfraError(f"task {task.id}: the sandbox nodes built different images: {sorted(built)}")
+            [t] = next(iter(per_node.values()))
+            if t.image_error or not t.image:
+                raise HarborImageError(
+                    t.image_error or f"task {task.id}: the nodes could not build its image"
+                )
+            _IMAGES[key] = TaskImage(t.image, dict(t.image_env))
             return
         backend = self.pool.backend
         if not isinstance(backend, DockerBackend):

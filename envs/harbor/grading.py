@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from arborl.sandboxes import SandboxFileNotFound, SandboxOpError
+from arborl.sandboxes import ROOT_ENV, SandboxFileNotFound, SandboxOpError
 from arborl.sandboxes.base import tar_archive
 from arborl.tasks.harbor import REWARD_JSON, REWARD_TXT, TESTS_DIR, VERIFIER_LOGS, HarborTask, read_files
 
@@ -64,10 +64,6 @@ SANITISED = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "DEBIAN_FRONTEND": "noninteractive",
 }
-#: The harness's own root commands (staging, the PATH check) find their tools in the system's
-#: directories only: the server's default PATH starts with /usr/local/bin, which a task's
-#: Dockerfile may have left writable to the agent.
-ROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 #: Image ENV keys that never reach test.sh (they are set above, or make a shell run code).
 DROPPED_ENV = frozenset({"PATH", "HOME", "BASH_ENV", "ENV", "PYTHONSTARTUP", "PYTHONUSERBASE", "LD_PRELOAD"})
 

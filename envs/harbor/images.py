@@ -9,7 +9,8 @@ images, pip, venv and `python`. The task's own instructions follow as written, b
 the default bridge network: `apt-get` and `pip install` reach the registries this machine
 reaches, and anything else fails. A failed build names the task, the Dockerfile's line and
 docker's reason (`HarborImageError`, an infrastructure error: never the agent's 0). Images are
-tagged by the hash of the base, the Dockerfile and the build context: built once.
+tagged by the hash of the base (`content_salt`: engines holding the same base agree on every
+tag), the Dockerfile and the build context: built once.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from arborl.sandboxes import DEFAULT_IMAGE
-from arborl.sandboxes.images import image_exists
+from arborl.sandboxes.images import content_salt, image_exists
 from arborl.tasks.harbor import HarborTask, map_dockerfile
 
 from ..benchmarks import InfraError
@@ -118,10 +119,9 @@ def _build(
     import docker.errors
     import requests
 
-    salt = ""
     base = dockerfile.split("\n", 1)[0].removeprefix("FROM ").strip()
     try:
-        salt = client.images.get(base).id
+        salt = content_salt(client.images.get(base))
     except docker.errors.ImageNotFound:
         return "", [], f"the base image {base} is missing: run `arborl sandbox build`"
     data, digest = _context(dockerfile, folder, extra or {}, salt)
@@ -187,7 +187,7 @@ def build_task_image(client: Any, task: HarborTask, base: str = DEFAULT_IMAGE) -
         raise HarborImageError(task.image_error)
     family = family_base(client, task.family, base)
     if not (task.folder / "environment" / "Dockerfile").is_file():  # [environment] docker_image
-        return TaskImage(family, _image_env(client, family))
+        return TaskImage(_with_uv(client, task, family), _image_env(client, family))
     dockerfile, lines = task_dockerfile(family, task)
     tag, log, error = _build(
         client,
@@ -198,7 +198,14 @@ def build_task_image(client: Any, task: HarborTask, base: str = DEFAULT_IMAGE) -
     )
     if error:
         raise HarborImageError(f"task {task.id}: {_where(log, lines)}{error}{_tail(log)}")
-    return TaskImage(tag, _image_env(client, tag))
+    return TaskImage(_with_uv(client, task, tag), _image_env(client, tag))
+
+
+def _with_uv(client: Any, task: HarborTask, image: str) -> str:
+    """`image`, with the uv its tests run offline (`uv_layer.py`) where they run any."""
+    from .uv_layer import uv_layer  # here: uv_layer builds with this module's _build
+
+    return uv_layer(client, task, image)
 
 
 def _where(log: list[str], lines: list[int | None]) -> str:

@@ -31,7 +31,9 @@ from ..pool import PoolConfig, SandboxPool
 from .watchdog import reap_when_gone
 
 #: What a harness may ask of a leased sandbox: what envs do with one, nothing of its lifecycle.
-SERVED = frozenset({"exec", "read_file", "write_file", "upload", "download", "reset", "ping"})
+SERVED = frozenset(
+    {"exec", "read_file", "write_file", "upload", "download", "reset", "kill_processes", "ping"}
+)
 
 
 class SandboxNode:

@@ -116,6 +116,12 @@ class RemoteSandbox(PingHealth):
         result: ResetResult = await self._call("reset")
         return result
 
+    async def kill_processes(self) -> int:
+        """Kill every process in the sandbox but its server, restoring nothing (what a grader
+        does before it reads the agent's work), on the node."""
+        killed: int = await self._call("kill_processes")
+        return killed
+
     async def ping(self, timeout: float = 5.0) -> dict[str, Any]:
         reply: dict[str, Any] = await self._call("ping", timeout=timeout)
         return reply

@@ -4,6 +4,7 @@
     task.py        HarborTask, and where Harbor puts tests, solution and reward in the container
     reader.py      folders → tasks (a broken folder carries its error; the others load)
     dockerfile.py  environment/Dockerfile mapped onto arborl's offline base (pure: no Docker)
+    uv_plan.py     what tests/test.sh needs of uv, so the image can give it offline (pure)
     policies.py    gold (solution/solve.sh with the env's bash tool) and empty
     user.py        the suite of a folder
 

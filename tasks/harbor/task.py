@@ -44,6 +44,10 @@ class HarborTask(Task):
     memory_mb: int | None = Field(None, description="[environment] memory_mb")
     has_solution: bool = Field(False, description="solution/solve.sh exists")
     image: str = Field("", description="the built image's tag ('' until it is built)")
+    image_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="the ENV the built image carries (its Dockerfile's ENV over the base's)",
+    )
     error: str = Field("", description="why the folder cannot be used as a task (bad input), naming the file")
     image_error: str = Field("", description="why its image cannot be built offline, naming the line")
 

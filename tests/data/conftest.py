@@ -1,4 +1,4 @@
-"""Test data, not tests: the Harbor example tasks' own tests (tests/data/harbor/*/tests/) run
+"""Test data, not tests: the Harbor example tasks' own tests (tests/data/harbor*/*/tests/) run
 inside their task's sandbox, never on the host."""
 
-collect_ignore_glob = ["harbor/*"]
+collect_ignore_glob = ["harbor/*", "harbor-uv/*"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import docker
 import pytest
@@ -58,6 +59,54 @@ async def test_task_layer_builds_offline_and_is_reused(docker_backend):
     finally:
         for img in client.images.list(TASK_REPO):
             client.images.remove(img.id, force=True)
+
+
+def test_a_layer_tag_follows_its_parents_content_not_the_parents_build(docker_backend):
+    """Two sandbox nodes on one engine race to build a layer: the tag ends on either build (a
+    new image id, Docker builds are not reproducible). The layer on top must get the same tag
+    either way, or the nodes disagree on the instance images (seen in CI as 'the sandbox
+    nodes built different instance images'). Here the parent is rebuilt under its tag."""
+    client = docker_backend.client
+    parent_steps, child_steps = "RUN echo parent > /parent.txt", "RUN echo child > /child.txt"
+    try:
+        parent = build_layer(client, DEFAULT_IMAGE, parent_steps, None, repository=TASK_REPO)
+        first_id = client.images.get(parent).id
+        child = build_layer(client, parent, child_steps, None, repository=TASK_REPO)
+        client.images.remove(child, force=True)
+        client.images.remove(parent, force=True)
+        time.sleep(1.1)  # a new Created time, hence a new image id
+        assert build_layer(client, DEFAULT_IMAGE, parent_steps, None, repository=TASK_REPO) == parent
+        assert client.images.get(parent).id != first_id
+        assert build_layer(client, parent, child_steps, None, repository=TASK_REPO) == child
+    finally:
+        for img in client.images.list(TASK_REPO):
+            client.images.remove(img.id, force=True)
+
+
+def test_two_machines_that_each_built_the_base_agree_on_the_layers_above():
+    """Two nodes each ran `arborl sandbox build`: debootstrap is not reproducible, so their
+    bases have different ids and one recipe label. The layers built on them must be salted by
+    the recipe (else a Ray cluster's nodes disagree on every Harbor or SWE image)."""
+    from types import SimpleNamespace
+
+    from arborl.sandboxes.images import content_salt
+
+    base = {"arborl.recipe": "39dbd0520711"}
+    tags = ["arborl/base:39dbd0520711", "arborl/base:latest"]
+    a = SimpleNamespace(id="sha256:aaa", labels=base, tags=tags)
+    b = SimpleNamespace(id="sha256:bbb", labels=base, tags=tags)
+    assert content_salt(a) == content_salt(b) == "recipe:39dbd0520711"
+    # a layer inherits the base's labels: its own content wins
+    layer = SimpleNamespace(
+        id="sha256:ccc", labels={"arborl.content": "d1e2f3", **base}, tags=["arborl/task:d1e2"]
+    )
+    assert content_salt(layer) == "d1e2f3"
+    assert content_salt(SimpleNamespace(id="sha256:ddd", labels=None, tags=[])) == "sha256:ddd"
+    # someone's own image FROM arborl's inherits the labels, not the content: its id names it
+    theirs = SimpleNamespace(
+        id="sha256:eee", labels={"arborl.content": "d1e2f3", **base}, tags=["mine:latest"]
+    )
+    assert content_salt(theirs) == "sha256:eee"
 
 
 def test_layer_build_has_no_network_and_reports_failure(docker_backend):

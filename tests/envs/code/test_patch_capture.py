@@ -48,3 +48,24 @@ async def test_an_edit_the_stat_data_cannot_see_is_in_the_patch(tmp_path):
 
     patch, error = await capture_patch(HostRepo(repo), start)
     assert error is None and "+    return a + b" in patch and "-    return a - b" in patch
+
+
+async def test_the_verifiers_root_staging_never_runs_a_program_from_usr_local_bin(docker_backend):
+    """Root commands find their tools in the system's directories (ROOT_ENV): the server's
+    PATH starts with /usr/local/bin, which an image may leave writable to the agent. A fake
+    `rm` there (put as root here, as such an image would let the agent) is never run by the
+    verifier's staging; with the server's PATH it was, as root."""
+    from arborl.envs.code.verifier import stage
+    from arborl.sandboxes import DEFAULT_IMAGE, SandboxSpec
+    from arborl.tasks import VERIFIER_DIR, CodeTask
+
+    fake = '#!/bin/sh\ntouch /tmp/ran-as-root\nexec /bin/rm "$@"\n'
+    async with await docker_backend.create(SandboxSpec(image=DEFAULT_IMAGE)) as sb:
+        await sb.write_file("/usr/local/bin/rm", fake, mode=0o755, user="root")
+        task = CodeTask(id="t", problem_statement="p", repo_files={"a.py": "x = 1\n"})
+        await stage(sb, task, "")
+        assert (await sb.exec(f"test -d {VERIFIER_DIR} && test -f {VERIFIER_DIR}/model.patch")).ok
+        assert not (await sb.exec("test -e /tmp/ran-as-root")).ok
+        assert (
+            await sb.exec("rm -f /tmp/nothing && test -e /tmp/ran-as-root", user="root")
+        ).ok  # the fake works

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "Hello from uv!" > /app/greeting.txt
