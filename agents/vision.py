@@ -101,11 +101,16 @@ def load_processor(path: str | Any) -> Any:
     from transformers import AutoProcessor
 
     try:
-        return AutoProcessor.from_pretrained(path)
+        processor = AutoProcessor.from_pretrained(path)
     except (OSError, ImportError, TypeError) as e:
         if "video" not in str(e).lower():
             raise
         return image_only_processor_class().from_pretrained(path)
+    if not is_processor(processor):
+        # a directory saved with the image-only processor (a training run's checkpoint) names a
+        # class AutoProcessor does not know, and it falls back to the bare tokenizer
+        return image_only_processor_class().from_pretrained(path)
+    return processor
 
 
 def image_only_processor_class() -> type:
@@ -227,6 +232,24 @@ def model_inputs(model: Any, ids: Sequence[int], images: ImageInputs | None) -> 
     }
 
 
+def rope_positions(model: Any, ids: Sequence[int], images: ImageInputs | None) -> Any:
+    """The positions the model gives `ids` with their images: int64 ``[3, L]`` on the CPU, the
+    (temporal, height, width) rows of M-RoPE (`model_inputs`' ``position_ids``); text alone
+    (`images` None) has ``0..L-1`` in each row, what the model spreads a 1-D position over."""
+    import torch
+
+    if images is None:
+        return torch.arange(len(ids)).expand(3, -1).clone()
+    return model_inputs(model, ids, images)["position_ids"][:, 0].cpu()
+
+
+def vision_tower(model: Any) -> Any:
+    """The model's vision encoder (with its merger into the text model's width), or None:
+    what `freeze_vision` freezes (verl's ``freeze_vision_tower`` freezes the same module)."""
+    tower = getattr(getattr(model, "model", None), "visual", None)
+    return tower if tower is not None else getattr(model, "visual", None)
+
+
 def check_sees_images(
     messages: Sequence[Mapping[str, Any]], vision: ImageEncoder | None, engine: Any, context: str
 ) -> None:
@@ -258,7 +281,43 @@ def has_vision(model_or_config: Any) -> bool:
     return getattr(cfg, "vision_config", None) is not None
 
 
+#: The config keys of a VLM's vision placeholder tokens (Qwen2-VL, Qwen2.5-VL, Qwen3-VL).
+VISION_TOKEN_KEYS = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
+#: The logit bias that takes a token out of the distribution. exp() of it underflows to exactly
+#: 0 in float32 whatever the other logits are, as -inf would, but it stays finite (in float16
+#: and bfloat16 too), so the learner's entropy has no 0 · log 0 = nan term.
+NEVER_LOGIT = -1e4
+
+
+def vision_token_ids(model_or_config: Any) -> list[int]:
+    """The ids a VLM must never sample: its image / video placeholders and their delimiters.
+    A sampled one is taken for a picture by every later forward (the next turn's prefill, the
+    learner's), which then has more placeholders than pictures and fails (transformers'
+    get_rope_index raises StopIteration; "image features and image tokens do not match" in
+    verl and vLLM users' reports). Empty for a text model."""
+    cfg = getattr(model_or_config, "config", model_or_config)
+    if not has_vision(cfg):
+        return []
+    return sorted({int(v) for k in VISION_TOKEN_KEYS if (v := getattr(cfg, k, None)) is not None})
+
+
+def vision_token_bias(model: Any, vocab: int, like: Any) -> Any:
+    """A ``[vocab]`` logit bias (dtype and device of `like`) that is NEVER_LOGIT at the model's
+    `vision_token_ids` and 0 elsewhere, or None for a text model. The engine adds it to the
+    logits it samples and scores with, the learner to its head's: both then use the same
+    distribution, so behaviour and learner log-probs still agree."""
+    import torch
+
+    ids = [i for i in vision_token_ids(model) if i < vocab]
+    if not ids:
+        return None
+    bias = torch.zeros(vocab, dtype=like.dtype, device=like.device)
+    bias[ids] = NEVER_LOGIT
+    return bias
+
+
 __all__ = [
+    "NEVER_LOGIT",
     "ImageEncoder",
     "ImageInputs",
     "VisionError",
@@ -270,4 +329,8 @@ __all__ = [
     "load_policy_tokenizer",
     "load_processor",
     "model_inputs",
+    "rope_positions",
+    "vision_token_bias",
+    "vision_token_ids",
+    "vision_tower",
 ]

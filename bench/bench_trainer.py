@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import math
 import os
 import platform
 import random
@@ -62,7 +64,17 @@ from arborl.trainer.local.trainer import Trainer
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-LATENCY = {"median": 0.3}
+LATENCY = {"median": 0.3, "task_sigma": 0.0}
+
+
+def task_factor(task_id: str) -> float:
+    """A task's own latency multiplier, lognormal with `task_sigma` (fixed per task id): some
+    tasks are slow on every call, as a big repository's tests or a slow site are. 0: none."""
+    sigma = LATENCY["task_sigma"]
+    if not sigma:
+        return 1.0
+    z = random.Random(hashlib.sha256(task_id.encode()).digest()).gauss(0.0, 1.0)
+    return math.exp(sigma * z)
 
 
 class SlowTools(gymnasium.Wrapper):
@@ -73,10 +85,13 @@ class SlowTools(gymnasium.Wrapper):
         self.rng = random.Random(seed + id(self))
 
     async def areset(self, **kwargs: Any):
-        return await self.env.unwrapped.areset(**kwargs)
+        out = await self.env.unwrapped.areset(**kwargs)
+        self.task_factor = task_factor(self.env.unwrapped.task_id)
+        return out
 
     async def astep(self, action: str):
-        delay = min(8.0, self.rng.lognormvariate(0.0, 1.0) * LATENCY["median"])
+        step = self.rng.lognormvariate(0.0, 1.0) * LATENCY["median"]
+        delay = min(8.0, step * getattr(self, "task_factor", 1.0))
         await asyncio.sleep(delay)
         return await self.env.unwrapped.astep(action)
 
@@ -128,6 +143,39 @@ def base_config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainCo
     for key, value in over.items():
         cfg[key] = {**cfg.get(key, {}), **value}
     return TrainConfig.model_validate(cfg)
+
+
+def add_run_args(ap: argparse.ArgumentParser, out: str) -> None:
+    """The arguments every bench on bench_trainer's runs takes: the warm start (built, or
+    `--init`), the recipe's lr and temperature, the training stream and held-out suite, the
+    output directory and resuming."""
+    ap.add_argument("--sft-steps", type=int, default=500)
+    ap.add_argument(
+        "--init", default=None, help="start every run from this model, checkpoint or run directory"
+    )
+    ap.add_argument("--init-note", default=None, help="how the report describes --init (default: its path)")
+    ap.add_argument("--lr", type=float, default=3e-5)
+    ap.add_argument("--temperature", type=float, default=0.6)
+    ap.add_argument("--tasks", default="arborl.tasks.toy.tool_mini:generate_tool_tasks")
+    ap.add_argument("--suite", default="tool-mini")
+    ap.add_argument("--eval-size", type=int, default=64)
+    ap.add_argument("--out", type=Path, default=Path(out))
+    ap.add_argument("--resume", action="store_true", help="keep the runs already done (their stats.json)")
+
+
+def warm_model(args: argparse.Namespace) -> str:
+    """The main job's warm start (TrainConfig.main_job()), shorter: `args.sft_steps` steps on
+    counterfactual look-ups and two-step questions, 20000 demonstrations (200 with
+    `args.quick`), tool results predicted too; built in `args.out`/warm unless one is there.
+    Returns its model directory."""
+    warm = args.out / "warm"
+    if not list((warm / "checkpoints").glob("step-*")):
+        recipe = {"steps": args.sft_steps, "demos": 200 if args.quick else 20000, "env_weight": 1.0}
+        counterfactual = {"train": "arborl.tasks.toy.tool_mini:generate_counterfactual_tasks"}
+        asyncio.run(
+            Trainer(base_config(warm, args, sft=recipe, tasks=counterfactual, run={"steps": 0})).run()
+        )
+    return str(sorted((warm / "checkpoints").glob("step-*"))[-1] / "model")
 
 
 def rl_seconds(run_dir: Path) -> float:
@@ -408,18 +456,7 @@ def main() -> None:
     shutil.rmtree(args.out, ignore_errors=True)
 
     # One warm start shared by every mode, so all begin from the same policy.
-    if args.init:
-        model = args.init
-    else:
-        warm = args.out / "warm"
-        # The main job's warm start (TrainConfig.main_job()), shorter: counterfactual look-ups and
-        # two-step questions, 20000 demonstrations, tool results predicted too.
-        recipe = {"steps": args.sft_steps, "demos": 200 if args.quick else 20000, "env_weight": 1.0}
-        counterfactual = {"train": "arborl.tasks.toy.tool_mini:generate_counterfactual_tasks"}
-        asyncio.run(
-            Trainer(base_config(warm, args, sft=recipe, tasks=counterfactual, run={"steps": 0})).run()
-        )
-        model = str(sorted((warm / "checkpoints").glob("step-*"))[-1] / "model")
+    model = args.init or warm_model(args)
     if args.part in ("all", "learning"):
         learning(args, model)
     if args.part in ("all", "throughput"):

@@ -18,11 +18,25 @@ id (what GRPO normalises over), plus `traj_id`, `task_id` and, per row, one entr
 `anchor_observations` (the text each turn was taken from: GiGPO's similarity grouping),
 `next_state_hashes` (the state after each turn), `tree_paths` (each turn's tree node) and
 `step_labels` (an oracle's label of each turn, 0.0 where the env gave none: `oracle_step`).
+
+Trajectories with images (a vision-language policy, `arborl.agents.vision`) travel as verl's
+multimodal batches do (its agent loop's `_postprocess`, its actors' `extract_multi_modal_inputs`):
+
+    non_tensor_batch["multi_modal_inputs"][i] = {"pixel_values": [patches_i, C*T*P*P] float32,
+                                                 "image_grid_thw": [images_i, 3] int64}   ({}: no images)
+    position_ids [B, 4, P+R] = | text positions (the mask's, as for text) |
+                               | M-RoPE t, h, w rows (`rope_index`: the model's own positions of
+                               |   the unpadded sequence, placed on its columns; 0 on padding) |
+
+A micro-batch's rows concatenate their pixels in row order, which is the order of their image
+placeholder tokens in ``input_ids``. A batch without images keeps 2-D positions and no
+``multi_modal_inputs``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,6 +44,11 @@ from verl import DataProto
 from verl.utils.model import compute_position_id_with_mask
 
 from arborl.agents.trajectory import Trajectory
+from arborl.agents.vision import ImageInputs
+
+#: (ids, their images) -> the model's M-RoPE positions ``[3, len(ids)]``: `rope_positions`
+#: with the policy (``functools.partial(arborl.agents.vision.rope_positions, model)``)
+RopeIndex = Callable[[Sequence[int], ImageInputs | None], Any]
 
 
 class BatchOverflowError(ValueError):
@@ -41,20 +60,22 @@ def trajectories_to_dataproto(
     pad_token_id: int,
     max_prompt_length: int | None = None,
     max_response_length: int | None = None,
+    rope_index: RopeIndex | None = None,
 ) -> DataProto:
     """Pack trajectories into one DataProto (see the module docstring for the layout).
 
     Lengths default to the longest prompt / response in the batch; a trajectory longer than
-    an explicit limit raises BatchOverflowError instead of being cut silently.
+    an explicit limit raises BatchOverflowError instead of being cut silently. Trajectories
+    with images need `rope_index`, the policy's positions (a VLM's M-RoPE depends on the
+    images' grids, which only the model knows how to lay out).
     """
     if not trajectories:
         raise ValueError("no trajectories to pack")
-    if any(t.images() is not None for t in trajectories):
-        # the batch would hold the image placeholders without their pixels: log-probs and
-        # ratios computed from it would be a different policy's
-        raise NotImplementedError(
-            "training on trajectories with images is not supported yet (their pixels do not "
-            "travel in the batch): use obs_type='text' to train, or a VLM for rollouts and eval only"
+    images = [t.images() for t in trajectories]
+    if any(i is not None for i in images) and rope_index is None:
+        raise ValueError(
+            "trajectories with images need the policy's M-RoPE positions: pass "
+            "rope_index=functools.partial(arborl.agents.vision.rope_positions, model)"
         )
     prompts = [np.asarray(t.prompt_ids, dtype=np.int64) for t in trajectories]
     cols = [_response_columns(t) for t in trajectories]
@@ -84,13 +105,16 @@ def trajectories_to_dataproto(
         versions[i, :k], scores[i, :k] = torch.from_numpy(ver), torch.from_numpy(sc)
 
     attention = torch.cat([prompt_att, resp_att], dim=1)
+    positions = compute_position_id_with_mask(attention)
+    if rope_index is not None and any(i is not None for i in images):
+        positions = _with_mrope(positions, attention, trajectories, images, rope_index)
     tensors = {
         "prompts": prompt_ids,
         "responses": resp,
         "response_mask": mask,
         "input_ids": torch.cat([prompt_ids, resp], dim=1),
         "attention_mask": attention,
-        "position_ids": compute_position_id_with_mask(attention),
+        "position_ids": positions,
         "rollout_log_probs": logp,
         "policy_versions": versions,
         "token_level_scores": scores,
@@ -99,6 +123,18 @@ def trajectories_to_dataproto(
         "uid": np.array([t.group_id or t.traj_id for t in trajectories], dtype=object),
         "traj_id": np.array([t.traj_id for t in trajectories], dtype=object),
         "task_id": np.array([t.task_id for t in trajectories], dtype=object),
+        **turn_columns(trajectories),
+    }
+    if positions.dim() == 3:
+        non_tensors["multi_modal_inputs"] = _object_rows([_multi_modal_inputs(i) for i in images])
+    return DataProto.from_dict(
+        tensors=tensors, non_tensors=non_tensors, meta_info={"pad_token_id": pad_token_id}
+    )
+
+
+def turn_columns(trajectories: Sequence[Trajectory]) -> dict[str, np.ndarray]:
+    """The per-turn columns of the batch's ``non_tensor_batch`` (one entry per turn per row)."""
+    return {
         # Per turn (credit estimators read them, see arborl.agents.credit): the hash of the env
         # state the turn was taken from (GiGPO's anchor states), of the state after it, and the
         # turn's node in its tree (tree estimator).
@@ -124,9 +160,36 @@ def trajectories_to_dataproto(
             [tuple(float(turn.step_label or 0.0) for turn in t.turns) for t in trajectories]
         ),
     }
-    return DataProto.from_dict(
-        tensors=tensors, non_tensors=non_tensors, meta_info={"pad_token_id": pad_token_id}
-    )
+
+
+def _with_mrope(
+    text: torch.Tensor,
+    attention: torch.Tensor,
+    trajectories: Sequence[Trajectory],
+    images: Sequence[ImageInputs | None],
+    rope_index: RopeIndex,
+) -> torch.Tensor:
+    """``[B, 4, L]``: the text positions, then each row's M-RoPE rows computed on its unpadded
+    sequence (as the engine's prefill computed them) and placed on its unpadded columns."""
+    out = torch.zeros((text.shape[0], 4, text.shape[1]), dtype=text.dtype)
+    out[:, 0] = text
+    for i, (t, imgs) in enumerate(zip(trajectories, images, strict=True)):
+        ids = t.token_ids()
+        rows = torch.as_tensor(rope_index(ids.tolist(), imgs), dtype=text.dtype)
+        if rows.shape != (3, len(ids)):
+            raise ValueError(f"rope_index gave positions {tuple(rows.shape)} for {len(ids)} ids, not [3, L]")
+        out[i, 1:, attention[i].bool()] = rows
+    return out
+
+
+def _multi_modal_inputs(images: ImageInputs | None) -> dict[str, torch.Tensor]:
+    """One row's entry of verl's ``multi_modal_inputs`` (the processor's tensors; {}: none)."""
+    if images is None:
+        return {}
+    return {
+        "pixel_values": torch.from_numpy(np.ascontiguousarray(images.pixel_values, dtype=np.float32)),
+        "image_grid_thw": torch.from_numpy(np.ascontiguousarray(images.image_grid_thw, dtype=np.int64)),
+    }
 
 
 def _object_rows(rows: list[tuple]) -> np.ndarray:

@@ -331,6 +331,7 @@ def compute_gigpo_advantage(
     anchor_observations: Any = None,
     enable_similarity: bool | None = None,
     similarity_thresh: float | None = None,
+    multi_modal_inputs: Any = None,
     epsilon: float = 1e-6,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -359,10 +360,19 @@ def compute_gigpo_advantage(
     ``similarity_thresh`` (``gigpo_similarity_thresh``, 0.95): with similarity on, anchor groups
     come from the turns' ``anchor_observations`` texts clustered as verl-agent does
     (`arborl.agents.credit.anchors.similar_state_ids`), not from the state hashes. verl-agent's
-    GiGPO recipes use ω 1, γ 0.95, ``mean_norm``, ``step_rows``, similarity off.
+    GiGPO recipes use ω 1, γ 0.95, ``mean_norm``, ``step_rows``, similarity off. Similarity
+    is refused on a batch whose rows showed pictures (``multi_modal_inputs``): it compares the
+    observations' text only, and a picture env's state is in its pixels (picture-Sokoban's text
+    is one prompt every turn, so every turn would be one anchor).
     Returns ``(A, G)`` per token.
     """
     similar = bool(option(enable_similarity, config, "gigpo_enable_similarity", False))
+    if similar and multi_modal_inputs is not None and any(bool(m) for m in multi_modal_inputs):
+        raise CreditError(
+            "gigpo's similarity grouping (gigpo_enable_similarity) compares the observations' text "
+            "only, and this batch's turns showed pictures, whose state is in the pixels: leave it "
+            "off, so anchors are the env's state hashes (each env records them whatever it shows)"
+        )
     if anchor_state_hashes is None and not similar:
         raise _missing_anchors(kwargs)
     w = float(option(step_weight, config, "gigpo_step_weight", 1.0))

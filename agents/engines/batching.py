@@ -220,7 +220,13 @@ class _Request:
         def set_() -> None:
             if self.fut.done():
                 return
-            if error is not None:
+            if isinstance(error, StopIteration):
+                # a future refuses StopIteration (set_exception raises TypeError in this
+                # callback), which would leave the caller waiting for ever
+                wrapped = RuntimeError(f"the engine's decode loop raised {error!r}")
+                wrapped.__cause__ = error
+                self.fut.set_exception(wrapped)
+            elif error is not None:
                 self.fut.set_exception(error)
             else:
                 self.fut.set_result(results or [])

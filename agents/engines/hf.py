@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from ..vision import NEVER_LOGIT
 from .adapters import LoraAdapter, apply_adapter, load_with_adapter
 from .base import (
     EngineError,
@@ -79,7 +80,7 @@ class HFEngine(InferenceEngine):
         is switched to `config.attn_implementation`)."""
         from arborl.kernels.attention import register_sdpa_gqa
 
-        from ..vision import has_vision
+        from ..vision import has_vision, vision_token_ids
 
         register_sdpa_gqa()
         self.config = config
@@ -91,6 +92,8 @@ class HFEngine(InferenceEngine):
         self.device = torch.device(config.device)
         self.eos_ids = _eos_ids(self.model)
         self.accepts_images = has_vision(self.model)
+        #: ids taken out of every distribution the engine samples or scores (vision.vision_token_ids)
+        self.never_ids = vision_token_ids(self.model)
         self.vocab_size = int(text_config(self.model).vocab_size)
         self.max_positions = int(getattr(text_config(self.model), "max_position_embeddings", 1 << 30))
         #: torch threads of the decode thread (thread-local; None: torch's default), followed
@@ -209,7 +212,13 @@ class HFEngine(InferenceEngine):
                 rows[i], logits[i], deltas[i] = prefill_with_images(self.model, seqs[i], im)
         ones = [torch.ones((1, len(s)), dtype=torch.long, device=self.device) for s in seqs]
         kv, mask = stack_left(rows, ones)
-        return kv, mask, torch.stack(logits), torch.tensor(deltas, device=self.device)
+        return kv, mask, self._never(torch.stack(logits)), torch.tensor(deltas, device=self.device)
+
+    def _never(self, logits: torch.Tensor) -> torch.Tensor:
+        """`logits` [B, V] with the vision placeholder ids taken out (in place)."""
+        if self.never_ids:
+            logits[:, self.never_ids] += NEVER_LOGIT
+        return logits
 
     def _prefill_text(self, seqs: list[list[int]]) -> tuple[list[_Kv], list[torch.Tensor]]:
         """Per-row KV and next-token logits of text rows, down their prefix tree."""
@@ -295,7 +304,7 @@ class HFEngine(InferenceEngine):
             position_ids=mask.sum(-1, keepdim=True) - 1 + (0 if deltas is None else deltas.unsqueeze(1)),
             past_key_values=Cache(layers=layers),
         ).logits[:, -1]
-        return mask, logits
+        return mask, self._never(logits)
 
 
 @dataclass(eq=False)

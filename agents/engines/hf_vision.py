@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ..vision import ImageInputs, has_vision, model_inputs
-from .scoring import response_logprobs
+from .scoring import never_vision, response_logprobs
 
 _Kv = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -76,4 +76,4 @@ def score_with_images(
     kwargs = model_inputs(model, list(prompt_ids) + list(response_ids), images)
     kwargs.pop("rope_delta")
     logits = model(**kwargs).logits[0, len(prompt_ids) - 1 : -1]
-    return response_logprobs(logits, response_ids, temperature, top_k, top_p, dtype)
+    return response_logprobs(never_vision(model, logits), response_ids, temperature, top_k, top_p, dtype)

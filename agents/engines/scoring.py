@@ -104,7 +104,16 @@ def score_tokens(
     device = next(model.parameters()).device
     ids = torch.tensor([list(prompt_ids) + list(response_ids)], device=device)
     logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1]
-    return response_logprobs(logits, response_ids, temperature, top_k, top_p, dtype)
+    return response_logprobs(never_vision(model, logits), response_ids, temperature, top_k, top_p, dtype)
+
+
+def never_vision(model: Any, logits: torch.Tensor) -> torch.Tensor:
+    """`logits` [N, V] with a VLM's vision placeholder ids taken out, as the engine samples
+    (`arborl.agents.vision.vision_token_ids`); unchanged for a text model."""
+    from ..vision import vision_token_bias
+
+    bias = vision_token_bias(model, logits.shape[-1], logits)
+    return logits if bias is None else logits + bias
 
 
 def response_logprobs(

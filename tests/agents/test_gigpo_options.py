@@ -313,6 +313,17 @@ def test_similarity_options_and_errors():
     del data.non_tensor_batch["anchor_observations"]
     with pytest.raises(CreditError, match="anchor_observations"):
         compute_advantages(data, "gigpo", enable_similarity=True)
+    # rows that showed pictures: similarity (text only) is refused, state hashes are not
+    data = batch(rows, hashes_from_text=True)
+    pixels = {"pixel_values": torch.zeros(4, 8), "image_grid_thw": torch.tensor([[1, 2, 2]])}
+    data.non_tensor_batch["multi_modal_inputs"] = np.array([pixels, {}], dtype=object)
+    with pytest.raises(CreditError, match="pictures"):
+        compute_advantages(data, "gigpo", enable_similarity=True)
+    with pytest.raises(CreditError, match="pictures"):
+        compute_advantages(data, "gigpo", config={"gigpo_enable_similarity": True})
+    compute_advantages(data, "gigpo")  # by the state hashes
+    data.non_tensor_batch["multi_modal_inputs"] = np.array([{}, {}], dtype=object)  # text rows
+    compute_advantages(data, "gigpo", enable_similarity=True)
     # an unknown observation ("") never matches, as an unknown hash
     assert similar_state_ids(["", "", "x" * 30, "x" * 30], ["g"] * 4, 0.9).tolist() == [0, 1, 2, 2]
 

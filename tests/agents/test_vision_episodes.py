@@ -28,6 +28,22 @@ from arborl.tasks import get_suite
 V6_FILE = Path(__file__).parent / "data" / "trajectories-v6.parquet"  # written by the v6 code
 
 
+def learner_logprobs(vlm, traj) -> np.ndarray:
+    """What a learner computes: one float64 forward over the stored ids and pixels, the log-prob
+    of each next token, the vision placeholders out of the distribution as the engine samples
+    (their ids from the model's config)."""
+    with torch.no_grad():
+        kwargs = model_inputs(vlm, traj.token_ids().tolist(), traj.images())
+        kwargs.pop("rope_delta")
+        logits = vlm(**kwargs).logits[0, :-1].double()
+    c = vlm.config
+    logits[
+        :, [c.image_token_id, c.video_token_id, c.vision_start_token_id, c.vision_end_token_id]
+    ] = -torch.inf
+    ids = torch.as_tensor(traj.token_ids())
+    return logits.log_softmax(-1).gather(1, ids[1:].unsqueeze(1)).squeeze(1).numpy()
+
+
 @pytest.fixture(scope="module")
 def processor(tiny_vlm):
     return load_processor(tiny_vlm)
@@ -120,12 +136,7 @@ def test_an_episode_keeps_the_processors_ids_and_pixels_and_the_learner_agrees(
         pads == int(everything.image_grid_thw.prod(axis=1).sum()) // processor.image_processor.merge_size**2
     )
     # the learner: one forward pass over the stored ids and pixels, nothing re-tokenised
-    with torch.no_grad():
-        kwargs = model_inputs(vlm, traj.token_ids().tolist(), everything)
-        kwargs.pop("rope_delta")
-        logp = vlm(**kwargs).logits[0, :-1].double().log_softmax(-1)
-    ids = torch.as_tensor(traj.token_ids())
-    learner = logp.gather(1, ids[1:].unsqueeze(1)).squeeze(1).numpy()
+    learner = learner_logprobs(vlm, traj)
     mask = traj.loss_mask()[1:].astype(bool)
     assert np.allclose(learner[mask], traj.behavior_logprobs()[1:][mask], atol=1e-4)
     # and a float64 copy agrees turn by turn, each turn scored after the images before it
@@ -198,25 +209,6 @@ def test_tree_rollout_leaves_keep_their_images_and_the_learner_agrees(tiny_vlm, 
         assert leaf.prompt_images is not None and images.num_images == 1 + sum(
             t.observation_images is not None for t in leaf.turns
         )
-        with torch.no_grad():
-            kwargs = model_inputs(vlm, leaf.token_ids().tolist(), images)
-            kwargs.pop("rope_delta")
-            logp = vlm(**kwargs).logits[0, :-1].double().log_softmax(-1)
-        ids = torch.as_tensor(leaf.token_ids())
-        learner = logp.gather(1, ids[1:].unsqueeze(1)).squeeze(1).numpy()
+        learner = learner_logprobs(vlm, leaf)
         mask = leaf.loss_mask()[1:].astype(bool)
         assert np.allclose(learner[mask], leaf.behavior_logprobs()[1:][mask], atol=1e-4)
-
-
-def test_a_training_batch_refuses_trajectories_with_images(processor, task):
-    from arborl.trainer.dataproto import trajectories_to_dataproto
-
-    messages = opening(task)
-    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    ids, images = ImageEncoder(processor).encode(text, messages)
-    plain = Trajectory(prompt_ids=ids[:4], turns=[Turn([5], [-0.5])])
-    assert trajectories_to_dataproto([plain], pad_token_id=0) is not None
-    with pytest.raises(NotImplementedError, match="images is not supported yet"):
-        trajectories_to_dataproto(
-            [plain, Trajectory(prompt_ids=ids, prompt_images=images, turns=[Turn([5], [-0.5])])], 0
-        )

@@ -165,10 +165,14 @@ def test_verl_ray_trainer_runs_arborl_gigpo_on_tool_mini_on_cpu(tmp_path, tiny_m
             f"groups {len(r['groups'])}, mixed {len(mixed_groups(r))}"
         )
     assert len(records) == STEPS
-    assert all(
-        r["estimator"] == "gigpo" and sorted(r["fields"]) == ["anchor_observations", "anchor_state_hashes"]
-        for r in records
-    )
+    # verl's agent loop puts multi_modal_inputs (empty dicts on a text batch) in every batch, and
+    # gigpo takes it to refuse similarity anchors on picture rows; the anchors must be there
+    for r in records:
+        assert r["estimator"] == "gigpo", r["estimator"]
+        assert {"anchor_observations", "anchor_state_hashes"} <= set(r["fields"]), r["fields"]
+        assert set(r["fields"]) <= {"anchor_observations", "anchor_state_hashes", "multi_modal_inputs"}, r[
+            "fields"
+        ]
     mixed = [g for r in records for g in mixed_groups(r)]
     assert mixed, "no group had both a success and a failure"
     for g in mixed:

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from verl.trainer.ppo import core_algos
 
+from arborl.agents.vision import vision_token_bias
 from arborl.kernels import fused_logprob_entropy
 
 from .learner_config import LearnerConfig
@@ -48,12 +49,17 @@ def token_logprobs(
     hidden = response_hidden_states(model, mb, min_shared=min_shared)
     mask = mb["response_mask"].bool() if mask is None else mask
     head = model.get_output_embeddings()
+    bias = getattr(head, "bias", None)
+    # a VLM's vision placeholder ids are out of the engine's distribution: out of this one too
+    never = vision_token_bias(model, head.weight.shape[0], head.weight)
+    if never is not None:
+        bias = never if bias is None else bias + never
     lp, ent = fused_logprob_entropy(
         hidden[mask],
         head.weight,
         mb["responses"][mask],
         temperature=cfg.temperature,
-        bias=getattr(head, "bias", None),
+        bias=bias,
         backend=cfg.kernel_backend,
     )
     logp = torch.zeros(mask.shape, dtype=lp.dtype, device=mask.device).masked_scatter(mask, lp)

@@ -37,6 +37,20 @@ class _Strict(BaseModel):
 class ModelConfig(_Strict):
     path: str | None = Field(None, description="a HF model directory; None: build the tiny model")
     tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="the tiny model's size")
+    tiny_vlm: bool = Field(
+        False,
+        description="with path None: build the tiny vision-language model (arborl.agents.tiny_vlm: "
+        "Qwen2-VL's architecture, model.tiny its text half) instead of the tiny text model",
+    )
+    freeze_vision: bool = Field(
+        True,
+        description="a vision-language policy: freeze its vision tower (verl's "
+        "actor.freeze_vision_tower: model.visual, its merger included), which then neither trains "
+        "nor takes optimiser state; false trains it with the rest. Frozen by default: RL's "
+        "small, correlated batches of a few rooms or screens are a poor signal for an encoder "
+        "pretrained on far more images, and a frozen tower runs no backward and holds no AdamW "
+        "state. verl's default (false) and verl-agent's visual Sokoban recipe train it",
+    )
     torch_threads: int | None = Field(None, ge=1, description="torch.set_num_threads for the run")
     device: str = Field(
         "auto",
@@ -158,7 +172,23 @@ class AsyncConfig(_Strict):
         description="async: after a batch whose ESS is at least this, raise the lowered bound by one "
         "again, up to max_staleness; None: ess_throttle",
     )
-    stale: Literal["drop", "downweight"] = Field("drop", description="what happens to staler samples")
+    order: Literal["dispatch", "arrival"] = Field(
+        "dispatch",
+        description="async: the order the learner takes finished groups in. dispatch: the order they "
+        "were started, waiting for the oldest still running, so no group is staler than "
+        "max_staleness (admission control, as AReaL); arrival: the first to finish first, faster, "
+        "but slow episodes then go stale (down-weighted or dropped: a bias towards short ones)",
+    )
+    stale: Literal["drop", "downweight"] = Field(
+        "downweight",
+        description="async: a group staler than max_staleness all the same (arrival order, or a bound "
+        "lowered by ess_throttle) is kept with its advantages scaled by stale_decay ** (staleness "
+        "- max_staleness) (downweight), or dropped and replaced by a fresh group (drop); logged as "
+        "staleness/downweighted_* and staleness/dropped_*",
+    )
+    stale_decay: float = Field(
+        0.5, gt=0, le=1, description="async, stale=downweight: the weight's factor per version past the bound"
+    )
     partial_rollouts: bool = Field(
         False,
         description="sync mode only (APRIL): over-provision, and when the batch is full pause the "

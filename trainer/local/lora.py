@@ -21,6 +21,7 @@ learner's fused log-prob kernel reads ``lm_head.weight`` directly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,20 +62,43 @@ class LoraSettings(BaseModel):
         return self.r > 0
 
 
+def frozen_tower_modules(model: Any, freeze_vision: bool) -> list[str]:
+    """The names of a vision-language model's tower modules when `freeze_vision` (LoRA leaves
+    them out: an adapter there would train the tower that model.freeze_vision freezes, which
+    all-linear did before); [] for a text model or a trained tower."""
+    from arborl.agents.vision import has_vision, vision_tower
+
+    tower = vision_tower(model) if freeze_vision and has_vision(model) else None
+    if tower is None:
+        return []
+    inside = {id(m) for m in tower.modules()}
+    return [n for n, m in model.named_modules() if id(m) in inside and n]
+
+
 def linear_module_names(model: Any) -> list[str]:
     """The distinct last name parts of `model`'s linear layers (``q_proj``, ``down_proj``, ...)."""
     return sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
 
 
-def check_targets(model: Any, targets: list[str]) -> None:
-    """Each target names at least one linear layer of `model`, and none the output head."""
+def check_targets(model: Any, targets: list[str], exclude: Sequence[str] = ()) -> None:
+    """Each target names at least one linear layer of `model` outside `exclude` (module names),
+    and none the output head."""
     head = model.get_output_embeddings()
-    modules = dict(model.named_modules())
+    left_out = set(exclude)
     linear = ", ".join(linear_module_names(model))
     for target in targets:
         if target == ALL_LINEAR:
             continue
-        hits = [m for n, m in modules.items() if n == target or n.endswith("." + target)]
+        named = [(n, m) for n, m in model.named_modules() if n == target or n.endswith("." + target)]
+        hits = [m for n, m in named if n not in left_out]
+        if any(isinstance(m, torch.nn.Linear) for n, m in named) and not any(
+            isinstance(m, torch.nn.Linear) for m in hits
+        ):
+            raise LoraTargetError(
+                f"model.lora.targets: {target!r} matches only layers of the vision tower, which "
+                "model.freeze_vision keeps frozen (no adapter there either): name a layer of the "
+                "language model, or set model.freeze_vision=false to adapt the tower too"
+            )
         if head is not None and any(m is head for m in hits):
             raise LoraTargetError(
                 f"model.lora.targets: {target!r} is the output head, which the learner's fused "
@@ -88,17 +112,24 @@ def check_targets(model: Any, targets: list[str]) -> None:
             )
 
 
-def attach_lora(model: Any, settings: LoraSettings, adapter: str | Path | None = None) -> Any:
+def attach_lora(
+    model: Any, settings: LoraSettings, adapter: str | Path | None = None, exclude: Sequence[str] = ()
+) -> Any:
     """`model` (a transformers model) with peft's LoRA layers: a `PeftModel` whose base weights
     are frozen. With `adapter` (a directory in peft's format, a checkpoint's ``model/``) its
     weights are loaded into the new layers, which must have the same shapes
-    (`AdapterMismatch` otherwise)."""
+    (`AdapterMismatch` otherwise). `exclude`: module names that get no adapter whatever the
+    targets say (a frozen vision tower's layers: `frozen_tower_modules`)."""
     from peft import LoraConfig, get_peft_model
 
-    check_targets(model, settings.targets)
+    check_targets(model, settings.targets, exclude)
     targets: str | list[str] = ALL_LINEAR if ALL_LINEAR in settings.targets else list(settings.targets)
     config = LoraConfig(
-        r=settings.r, lora_alpha=settings.alpha, target_modules=targets, lora_dropout=settings.dropout
+        r=settings.r,
+        lora_alpha=settings.alpha,
+        target_modules=targets,
+        lora_dropout=settings.dropout,
+        exclude_modules=list(exclude) or None,
     )
     peft = get_peft_model(model, config)
     if adapter is not None:

@@ -6,6 +6,9 @@
 
 A mini-batch never splits a group (verl's `actor.ppo_mini_batch_size` counts prompts); a
 micro-batch is an exact piece of the computation (padding costs nothing, `micro_batches`).
+A batch with images (``multi_modal_inputs``, `arborl.trainer.dataproto`) gives each
+micro-batch its rows' pixels and grids, concatenated in row order by verl's own
+`extract_multi_modal_inputs`, and its ``[b, 4, L]`` positions cut like the ids.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from verl.utils.model import extract_multi_modal_inputs
 
 from .prefix import prefix_groups
 
@@ -57,6 +61,7 @@ def micro_batches(
     resp_len = b["responses"].shape[1]
     prompt_len = b["input_ids"].shape[1] - resp_len
     att = b["attention_mask"]
+    images = data.non_tensor_batch.get("multi_modal_inputs")
     lengths = att.sum(-1)
     out = []
     for group in prefix_groups(b["input_ids"][:, :prompt_len], att[:, :prompt_len], share_prefix_min):
@@ -66,7 +71,19 @@ def micro_batches(
             a = att[idx]
             start = int(prompt_len - a[:, :prompt_len].sum(-1).max())  # first prompt column in use
             used = max(1, int(a[:, prompt_len:].sum(-1).max()))  # response columns in use
-            mb = {k: b[k][idx][:, start : prompt_len + used] for k in seq_keys}
+            # (position_ids may be [b, 4, L]: the columns are the last dimension)
+            mb = {k: b[k][idx][..., start : prompt_len + used] for k in seq_keys}
             mb.update({k: b[k][idx][:, :used] for k in resp_keys})
+            if images is not None:
+                mb.update(micro_batch_images(images, idx, att.device))
             out.append((idx, mb))
     return out
+
+
+def micro_batch_images(
+    images: np.ndarray, idx: torch.Tensor, device: torch.device
+) -> dict[str, torch.Tensor]:
+    """The ``pixel_values`` and ``image_grid_thw`` of rows `idx`, in that order (what the
+    model's forward takes with their ids); {} when none of them has images."""
+    rows = extract_multi_modal_inputs(list(images), idx.tolist())
+    return {k: rows[k].to(device) for k in ("pixel_values", "image_grid_thw") if k in rows}

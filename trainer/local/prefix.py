@@ -62,7 +62,10 @@ def response_hidden_states(model: Any, mb: dict[str, torch.Tensor], min_shared: 
 
     `mb` holds ``input_ids``, ``attention_mask``, ``position_ids`` (left-padded prompts,
     right-padded responses, verl's layout) and ``responses`` ``[b, R]``. When the rows share
-    fewer than `min_shared` prompt tokens (or there is one row) the plain forward runs.
+    fewer than `min_shared` prompt tokens (or there is one row) the plain forward runs; so
+    does a micro-batch of a vision-language policy's batch with images (its ``pixel_values``
+    and ``image_grid_thw``, and M-RoPE positions ``[b, 4, L]``, verl's layout): a prefix's
+    keys and values would depend on its pixels too.
     """
     from transformers import DynamicCache
 
@@ -70,6 +73,11 @@ def response_hidden_states(model: Any, mb: dict[str, torch.Tensor], min_shared: 
     b, total = ids.shape
     resp_len = mb["responses"].shape[1]
     prompt_end = total - resp_len
+    if pos.dim() == 3:
+        vision = {k: mb[k] for k in ("pixel_values", "image_grid_thw") if k in mb}
+        # verl's [b, 4, L] (text positions, then t, h, w) is transformers' [4, b, L]
+        out = model.model(input_ids=ids, attention_mask=att, position_ids=pos.transpose(0, 1), **vision)
+        return out.last_hidden_state[:, -resp_len - 1 : -1]
     starts = prompt_end - att[:, :prompt_end].sum(-1)
     shared = common_prefix_length(ids, starts, prompt_end) if b > 1 else 0
     if shared < min_shared:

@@ -208,7 +208,11 @@ class Reinforce:
             return metrics  # no learning signal in this batch: the weights stay as they are
         # an episode of several segments is credited once, each segment trained with it
         data = credited_batch(
-            trajs, ctx.tokenizer.pad_token_id, algorithm.estimator, **algorithm.estimator_options
+            trajs,
+            ctx.pad_token_id,
+            algorithm.estimator,
+            rope_index=ctx.rope_index,  # a VLM's batches carry the turns' pixels and positions
+            **algorithm.estimator_options,
         )
         data.batch["advantages"] = data.batch["advantages"] * torch.tensor(weights).unsqueeze(1)
         mask = data.batch["response_mask"].bool()
@@ -263,6 +267,10 @@ class Reinforce:
             / max(1, sum(stats.staleness.values())),
             "staleness/max": float(max(stats.staleness, default=0)),
             "staleness/dropped_groups": float(len(stats.dropped)),
+            "staleness/dropped_tokens": float(stats.dropped_tokens),
+            "staleness/downweighted_groups": float(len(stats.downweighted)),
+            "staleness/downweighted_tokens": float(stats.downweighted_tokens),
+            "staleness/kept_tokens": float(stats.tokens),
             **({"staleness/bound": float(self.bound.current)} if self.ctx.cfg.async_.mode == "async" else {}),
             "time/wait_s": wait_s,
             "time/train_s": train_s,

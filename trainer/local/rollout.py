@@ -22,6 +22,12 @@ compute it from the config); `notify()` re-checks it:
                    while the batches' ESS is low, `staleness.StalenessBound`); episodes
                    run on across weight pushes (no gate), each token keeping its version
                    (partial rollouts are a sync-mode option: the config refuses them here).
+                   Each dispatched index is announced to the buffer (`GroupBuffer.expect`),
+                   which with `async.order=dispatch` hands the learner groups in this order,
+                   so none is staler than the bound (admission, not dropping).
+
+Groups that come back empty and groups the buffer drops as too stale are replaced: the limit is
+raised by their number.
 
 Episodes that failed for infrastructure reasons (engine or env errors, a sandbox that failed
 without the agent's doing) are left out of their group (recorded); the model is not trained on
@@ -131,6 +137,7 @@ class RolloutManager:
         self.trees = (
             TreeRollout(agent, self._env, tree, release=self._envs.append) if tree is not None else None
         )
+        buffer.on_drop(self.notify)  # a dropped group makes room for a fresh one
         self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._wake = asyncio.Condition()
         self._errors: list[BaseException] = []
@@ -176,6 +183,7 @@ class RolloutManager:
                 job = asyncio.create_task(self._groups(indices), name=f"group-{indices[0]}")
                 for index in indices:
                     self._in_flight[index] = job
+                    self.buffer.expect(index)
         finally:
             await self.stop()
 
@@ -190,8 +198,10 @@ class RolloutManager:
     def _room(self, pending: int) -> bool:
         """Whether one more group may start, with `pending` about to start already."""
         room = len(self._in_flight) + pending < self.max_in_flight
-        # groups that came back empty do not count: fresh ones take their place
-        return room and (bool(self.redo) or self.cursor < self.limit() + len(self.stats.empty_groups))
+        # groups that came back empty or were dropped as too stale do not count: fresh ones
+        # take their place (else the learner would wait for good for a batch that cannot fill)
+        replaced = len(self.stats.empty_groups) + self.buffer.dropped
+        return room and (bool(self.redo) or self.cursor < self.limit() + replaced)
 
     async def stop(self) -> None:
         """Cancel the groups in flight (their indices can be run again on resume)."""
@@ -269,6 +279,7 @@ class RolloutManager:
         self.stats.episodes_done += len(episodes_of(trajs))
         if not trajs:
             self.stats.empty_groups.append(index)
+            await self.buffer.forget(index)
             self._failed_in_a_row += 1
             if self._failed_in_a_row >= self.max_failed_groups:
                 raise RolloutError(

@@ -25,7 +25,6 @@ from arborl.agents.engines import InferenceEngine, SamplingParams, TrainerPolicy
 from arborl.agents.engines.adapters import AdapterMismatch, base_model_of, is_adapter_dir
 from arborl.agents.engines.weights import resolve_model_dir
 from arborl.agents.harnesses.runner import MiniSweAgentRunner
-from arborl.agents.tiny import ensure_tiny_model
 from arborl.kernels.attention import register_sdpa_gqa
 from arborl.tasks import get_suite
 from arborl.tasks.stream import task_stream
@@ -35,8 +34,9 @@ from .buffer import Group, GroupBuffer
 from .checkpoint import Checkpointer, RunState
 from .config import RolloutConfig, TrainConfig
 from .learner import Learner
-from .lora import attach_lora, push_policy
+from .lora import attach_lora, frozen_tower_modules, push_policy
 from .metrics_log import MetricsLogger, read_metrics, success_metrics
+from .policy import load_policy, pad_token_id, prepare_vision, tiny_model_dir
 from .progress import PhaseBar, Progress
 from .rollout import max_staleness
 from .trajectory_store import TrajectoryStore
@@ -77,11 +77,7 @@ class RunContext:
         self._seed()
         resume, latest = self._open_run_dir()
         cfg = self.cfg
-        base = (
-            resolve_model_dir(cfg.model.path)
-            if cfg.model.path
-            else str(ensure_tiny_model(config=cfg.model.tiny))
-        )
+        base = resolve_model_dir(cfg.model.path) if cfg.model.path else tiny_model_dir(cfg.model)
         weights = str(latest / "model") if resume and latest else base
         self._load_model(base, weights)
         base = base_model_of(base)  # model.path may be an adapter: the engine gets it as `adapter`
@@ -122,10 +118,18 @@ class RunContext:
         return started and cfg.run.resume is not False, latest
 
     def _load_model(self, base: str, weights: str) -> None:
-        """The tokenizer (from `base`) and the policy (from `weights`) on the run's device."""
-        from transformers import AutoTokenizer
+        """The tokenizer (from `base`; a vision-language model's processor) and the policy (from
+        `weights`) on the run's device."""
+        from arborl.agents.vision import load_policy_tokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(base)
+        self.tokenizer = load_policy_tokenizer(base)
+        self.pad_token_id = pad_token_id(self.tokenizer)
+        self._load_weights(base, weights)
+        #: a VLM's M-RoPE positions for its batches (None: a text model); its tower frozen
+        #: before the learner's optimiser is built, with model.freeze_vision
+        self.rope_index = prepare_vision(self.model, self.cfg.model.freeze_vision)
+
+    def _load_weights(self, base: str, weights: str) -> None:
         self.device = resolve_device(self.cfg.model.device)
         lora = self.cfg.model.lora
         #: LoRA: the PeftModel around `model` (the adapter, save_pretrained), and the adapter
@@ -146,17 +150,16 @@ class RunContext:
                 "this run with model.lora.r=0, or start a new run.dir"
             )
         self.model = self._from_pretrained(base_model_of(base))
-        self.peft = attach_lora(self.model, lora, adapter=self.adapter)  # layers injected into `model`
+        frozen = frozen_tower_modules(self.model, self.cfg.model.freeze_vision)
+        self.peft = attach_lora(
+            self.model, lora, adapter=self.adapter, exclude=frozen
+        )  # injected into `model`
 
     def _from_pretrained(self, weights: str) -> Any:
-        from transformers import AutoModelForCausalLM
-
         # Grouped-query attention without repeating the key/value heads on CPU (the engine's
         # default too; same logits and gradients as transformers' sdpa, kernels/attention.py).
         attn = register_sdpa_gqa()
-        dtype = getattr(torch, self.cfg.model.dtype)
-        model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype, attn_implementation=attn)
-        return model.to(self.device)
+        return load_policy(weights, getattr(torch, self.cfg.model.dtype), attn).to(self.device)
 
     def _load_tasks(self) -> None:
         """The training task stream, the evaluation suite's held-out tasks and the env factory."""
@@ -208,6 +211,10 @@ class RunContext:
             capacity=max(2 * ro.groups_per_step, cfg.async_.max_groups_in_flight),
             max_staleness=max_staleness(cfg.async_),
             stale=cfg.async_.stale,
+            decay=cfg.async_.stale_decay,
+            # sync mode takes the first groups to finish (with partial rollouts, the others
+            # resume under the next version); the order matters where groups run ahead
+            order=cfg.async_.order if cfg.async_.mode == "async" else "arrival",
         )
 
     def anchor_reference(self) -> None:
@@ -257,6 +264,11 @@ class RunContext:
         cursor = max([self.state.cursor, *(i + 1 for i in stored)])
         self.redo = [i for i in range(cursor) if i not in stored and i not in done]
         self.state.cursor = cursor
+        # the dispatch limit counts every index dispatched: dropped groups keep their
+        # replacements, and the redone groups are waited for in dispatch order
+        self.buffer.dropped = len(self.state.dropped)
+        for index in self.redo:
+            self.buffer.expect(index)
         self.agent.version_offset = self.greedy.version_offset = self.state.version
         self.rollouts.version_offset = self.state.version
         log.info(

@@ -20,18 +20,27 @@ import torch
 from arborl.agents import Trajectory
 from arborl.agents.credit import compute_advantages
 from arborl.agents.trajectory import episode_view, episodes_of
-from arborl.trainer.dataproto import trajectories_to_dataproto
+from arborl.trainer.dataproto import RopeIndex, trajectories_to_dataproto
 
 
-def credited_batch(trajs: Sequence[Trajectory], pad_token_id: int, estimator: str, **options: Any) -> Any:
-    """`trajs` as a DataProto with ``advantages`` from `estimator`, assigned per episode."""
-    data = trajectories_to_dataproto(trajs, pad_token_id)
+def credited_batch(
+    trajs: Sequence[Trajectory],
+    pad_token_id: int,
+    estimator: str,
+    *,
+    rope_index: RopeIndex | None = None,
+    **options: Any,
+) -> Any:
+    """`trajs` as a DataProto with ``advantages`` from `estimator`, assigned per episode
+    (`rope_index`: a vision-language policy's positions, for trajectories with images)."""
+    data = trajectories_to_dataproto(trajs, pad_token_id, rope_index=rope_index)
     episodes = episodes_of(trajs)
     if all(len(e) == 1 for e in episodes):
         adv, _ = compute_advantages(data, estimator, **options)
     else:
         views = [episode_view([trajs[i] for i in e]) for e in episodes]
-        view_adv, _ = compute_advantages(trajectories_to_dataproto(views, pad_token_id), estimator, **options)
+        view_data = trajectories_to_dataproto(views, pad_token_id, rope_index=rope_index)
+        view_adv, _ = compute_advantages(view_data, estimator, **options)
         adv = torch.zeros_like(data.batch["response_mask"], dtype=view_adv.dtype)
         for v, (view, rows) in enumerate(zip(views, episodes, strict=True)):
             spans = iter(_response_spans(view))

@@ -13,9 +13,9 @@ whose ESS is at least ``ess_restore`` (default: ``ess_throttle``) raises it by o
 resumed run replays its logged ESS (`replay`) and so starts at the bound it stopped at.
 
 The bound is the dispatch limit's, not the buffer's: groups already dispatched keep the bound
-they were dispatched under (`max_staleness` still drops or down-weights staler ones). Dropping
-them instead would waste episodes already sampled, and, since the dispatch limit counts every
-index dispatched, a dropped group is never replaced: the rollouts would stall short of a batch.
+they were dispatched under (the buffer measures staleness against `max_staleness`, and
+down-weights or drops only what exceeds that). Holding them to the lowered bound instead would
+waste episodes already sampled.
 """
 
 from __future__ import annotations

@@ -140,5 +140,5 @@ class WarmStart:
 
     async def _update(self, learner: Learner, batch: list[Trajectory]) -> dict[str, float]:
         ctx = self.ctx
-        data = trajectories_to_dataproto(batch, ctx.tokenizer.pad_token_id).to(ctx.device)
+        data = trajectories_to_dataproto(batch, ctx.pad_token_id, rope_index=ctx.rope_index).to(ctx.device)
         return await asyncio.to_thread(ctx.in_learner_thread, learner.sft_update, data, self.cfg.env_weight)

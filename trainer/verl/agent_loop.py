@@ -234,13 +234,9 @@ def check_prompt_fits(n_tokens: int, prompt_length: int, task_id: str) -> None:
 def turn_fields(traj: Trajectory) -> dict[str, Any]:
     """The per-turn fields `arborl.trainer.dataproto` gives a trajectory's row (one entry per turn):
     taken from the batch builder itself, so the names and contents never drift apart."""
-    from arborl.trainer.dataproto import trajectories_to_dataproto
+    from arborl.trainer.dataproto import turn_columns
 
-    extra = trajectories_to_dataproto([traj], pad_token_id=0).non_tensor_batch
-    return {k: v[0] for k, v in extra.items() if k not in _ROW_IDS}
-
-
-_ROW_IDS = ("uid", "traj_id", "task_id")
+    return {k: v[0] for k, v in turn_columns([traj]).items()}
 
 
 def _mask_runs(mask: Any) -> int:

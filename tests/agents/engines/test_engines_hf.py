@@ -311,3 +311,20 @@ async def test_rows_cancelled_while_queued_are_never_prefilled(tiny_model, refer
     _, logits = plain_logprobs(reference, PROMPTS[0], out[0].token_ids)
     assert out[0].token_ids == logits.argmax(-1).tolist()
     await engine.close()
+
+
+def test_a_decode_loop_stopiteration_reaches_the_caller():
+    """A future refuses StopIteration (set_exception raises TypeError inside the loop's
+    callback, and the caller would wait for ever): the request settles with a RuntimeError
+    whose cause is it. Seen when a VLM sampled an image placeholder (get_rope_index's
+    StopIteration), before the engine took those ids out."""
+    from arborl.agents.engines.batching import _Request
+
+    async def run():
+        req = _Request(rows=[], fut=asyncio.get_running_loop().create_future())
+        threading.Thread(target=req.settle, kwargs={"error": StopIteration()}).start()
+        return await asyncio.wait_for(req.fut, 5)
+
+    with pytest.raises(RuntimeError, match="StopIteration") as e:
+        asyncio.run(run())
+    assert isinstance(e.value.__cause__, StopIteration)

@@ -91,7 +91,13 @@ def test_image_parts_are_recorded_token_and_pixel_exact(tiny_vlm, processor):
     with torch.no_grad():
         kwargs = model_inputs(model, traj.token_ids().tolist(), traj.images())
         kwargs.pop("rope_delta")
-        logp = model(**kwargs).logits[0, :-1].log_softmax(-1)
+        logits = model(**kwargs).logits[0, :-1]
+        # the engine never samples the vision placeholders (their distribution leaves them out)
+        c = model.config
+        logits[
+            :, [c.image_token_id, c.video_token_id, c.vision_start_token_id, c.vision_end_token_id]
+        ] = -torch.inf
+        logp = logits.log_softmax(-1)
     ids = torch.as_tensor(traj.token_ids())
     learner = logp.gather(1, ids[1:].unsqueeze(1)).squeeze(1).numpy()
     mask = traj.loss_mask()[1:].astype(bool)
