@@ -4,7 +4,10 @@
         transcript.json      the chat: system prompt, task, every reply and observation
         infos.json           the env's info of every step (verifier results at the end)
         rewards.json         the reward of every step
-        screens/turn-NNN.png envs that see pixels: the screenshot after reset (000) and each step
+        screens/turn-NNN.png envs that see pixels: the screenshot after reset (000) and each step;
+                             for a policy shown pictures, the pictures it was shown (turn-NNN-J.png
+                             a turn's J-th after its first), which transcript.json's image parts
+                             name as {"type": "image", "file": ..., "width", "height"}
         trajectory.parquet   model agent: token ids, log-probs, loss mask (arborl.agents.trajectory)
         <the episode's files> what the benchmark's hook keeps of any episode, graded or
                              not (`Benchmark.episode_files`: a code task's patch)
@@ -26,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from arborl.envs.benchmarks import ENV_GRADED, Benchmark, EpisodeRecord, Grade
+
+from .screens import transcript_images
 
 #: A grade's text file longer than this (bytes) is stored gzip-compressed, as NAME.gz.
 GZIP_BYTES = 1024 * 1024
@@ -76,14 +81,17 @@ def write_outputs(
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     if record is not None:
-        _dump(out / "transcript.json", record.messages)
+        messages, pictures = transcript_images(record.messages)
+        _dump(out / "transcript.json", messages)
         in_files = set(benchmark.info_keys_in_files)
         _dump(out / "infos.json", [{k: v for k, v in i.items() if k not in in_files} for i in record.infos])
         _dump(out / "rewards.json", record.rewards)
-        if record.screenshots:
+        screens = {f"screens/turn-{turn:03d}.png": png for turn, png in record.screenshots.items()}
+        screens.update(pictures)  # what the model was shown, where it was shown a picture
+        if screens:
             (out / "screens").mkdir()
-            for turn, png in sorted(record.screenshots.items()):
-                (out / "screens" / f"turn-{turn:03d}.png").write_bytes(png)
+            for name, png in sorted(screens.items()):
+                (out / name).write_bytes(png)
         for name, content in benchmark.episode_files(record).items():
             # as it is, however large (the viewer reads it so): not a grade's file
             path = out / name

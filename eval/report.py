@@ -12,6 +12,10 @@ grade's `why` and the longer text under it, else its error code; an error's firs
 Plots: resolved rate per suite and run (`success.png`), turns per episode (`turns.png`),
 and with two or more runs, the first two compared instance by instance (`compare.png`:
 solved by both / only one / neither, and wall time per instance).
+
+Where episodes have pictures (a policy shown screenshots, an env that renders them), the HTML
+page shows each as a strip: the pictures in turn order, each with the reply given on seeing
+it (`report_strips`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .report_strips import STRIP_CSS, strip_sections
 from .result_store import FINAL, InstanceResult, read_results
 from .summary import count_phrase, grade_error, kind_labels, summarize
 
@@ -265,11 +270,13 @@ def _html_cell(cell: str) -> str:
     return f"<details><summary>{html.escape(first)}</summary><pre>{html.escape(rest)}</pre></details>"
 
 
-def _html(tables: list[tuple[str, list[str], list[list[str]]]], images: list[Path]) -> str:
+def _html(
+    tables: list[tuple[str, list[str], list[list[str]]]], images: list[Path], strips: Sequence[str] = ()
+) -> str:
     parts = [
         "<!doctype html><meta charset=utf-8><title>arborl evaluation report</title>",
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:1.5em}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}</style>",
+        f"td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px}}{STRIP_CSS}</style>",
         "<h1>arborl evaluation report</h1>",
     ]
     for p in images:
@@ -283,6 +290,7 @@ def _html(tables: list[tuple[str, list[str], list[list[str]]]], images: list[Pat
         )
         parts += ["<tr>" + "".join(f"<td>{_html_cell(c)}</td>" for c in row) + "</tr>" for row in rows]
         parts.append("</table>")
+    parts += strips
     return "\n".join(parts) + "\n"
 
 
@@ -309,5 +317,5 @@ def write_report(
     md = out / "report.md"
     md.write_text(_markdown(tables, images), encoding="utf-8")
     page = out / "report.html"
-    page.write_text(_html(tables, images), encoding="utf-8")
+    page.write_text(_html(tables, images, strip_sections(runs)), encoding="utf-8")
     return md, page, images

@@ -27,17 +27,55 @@ from arborl.envs.wrappers import AsyncWrapper, StepResult
 PNG_LEVEL = 1
 
 
-def screenshot_png(obs: Any) -> bytes | None:
-    """The observation's screenshot as PNG bytes; None when it carries none (a text env)."""
-    pixels = obs.get("screenshot") if isinstance(obs, Mapping) else None
-    if pixels is None:
-        return None
+def png_bytes(pixels: Any) -> bytes | None:
+    """uint8 [H, W, 3 | 4] pixels as PNG bytes; None when they are not an image."""
     array = np.asarray(pixels)
     if array.dtype != np.uint8 or array.ndim != 3 or array.shape[2] not in (3, 4):
         return None
     buf = io.BytesIO()
     Image.fromarray(array).save(buf, format="PNG", compress_level=PNG_LEVEL)
     return buf.getvalue()
+
+
+def screenshot_png(obs: Any) -> bytes | None:
+    """The observation's screenshot as PNG bytes; None when it carries none (a text env)."""
+    pixels = obs.get("screenshot") if isinstance(obs, Mapping) else None
+    return None if pixels is None else png_bytes(pixels)
+
+
+def transcript_images(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, bytes]]:
+    """The transcript with each image part the model was shown replaced by a reference to its
+    file, and those files: ``screens/turn-NNN.png`` for a turn's first picture (turn 0: the
+    prompt's, turn k: the observation after the k-th reply), ``turn-NNN-J.png`` for its J-th
+    after that. These are the pixels as the model got them (after the env's size bounds),
+    so they take the place of `RecordScreens`' copy of the same turn."""
+    out: list[dict[str, Any]] = []
+    files: dict[str, bytes] = {}
+    turn = seen = 0
+    for message in messages:
+        if message.get("role") == "assistant":
+            turn, seen = turn + 1, 0
+        content = message.get("content")
+        if not isinstance(content, list):
+            out.append(message)
+            continue
+        parts: list[Any] = []
+        for part in content:
+            png = (
+                png_bytes(part.get("image"))
+                if isinstance(part, Mapping) and part.get("type") == "image"
+                else None
+            )
+            if png is None:
+                parts.append(part)
+                continue
+            name = f"screens/turn-{turn:03d}{f'-{seen}' if seen else ''}.png"
+            seen += 1
+            files[name] = png
+            height, width = np.asarray(part["image"]).shape[:2]
+            parts.append({"type": "image", "file": name, "width": int(width), "height": int(height)})
+        out.append({**message, "content": parts})
+    return out, files
 
 
 class RecordScreens(AsyncWrapper):

@@ -57,6 +57,11 @@ SYSTEM_PROMPT = (
     'fill(e7, "wireless mouse"). Only the sites of the task can be reached.'
 )
 DEFAULT_TASK = load_web_task(WEB_MINI_DIR / "shop-order-status.json")
+#: Seconds an episode's start (stack, sites, context and page) may take before the stack is
+#: taken for wedged and replaced, once: a browser that stops answering Playwright would
+#: otherwise hold the reset, and the run, for ever. A cold stack starts in a few seconds,
+#: under a loaded CI machine in well under a minute.
+PREPARE_TIMEOUT_S = 120.0
 
 
 class WebEnv(SandboxEnv):
@@ -249,13 +254,16 @@ class WebEnv(SandboxEnv):
         await self._close_context()
         for attempt in (1, 2):
             try:
-                await self._timed(self._prepare(task))
+                await self._timed(asyncio.wait_for(self._prepare(task), PREPARE_TIMEOUT_S))
                 break
-            except (SandboxError, SiteRequestError, PlaywrightError) as e:
-                log.warning("web stack failed to start an episode (%s: %s)", type(e).__name__, e)
+            except (SandboxError, SiteRequestError, PlaywrightError, TimeoutError) as e:
+                why = f"no answer in {PREPARE_TIMEOUT_S:g} s" if isinstance(e, TimeoutError) else e
+                log.warning("web stack failed to start an episode (%s: %s)", type(e).__name__, why)
                 await self._discard_spare()
                 await self._close_context()
                 await self._drop_stack(broken=True)
+                if attempt == 2 and isinstance(e, TimeoutError):
+                    raise SandboxError(f"the web stack did not start the episode, twice: {why}") from e
                 if attempt == 2:
                     raise
         assert self._page is not None

@@ -60,6 +60,26 @@ def _rewards(out: Path) -> list[float] | None:
     return None
 
 
+def _content_text(content: Any) -> str:
+    """A message's text; a list of parts (a policy shown pictures) reads as its text parts, each
+    picture as a line naming its file (the turn's screenshot shows it)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return json.dumps(content, default=str)
+    lines = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "text":
+            lines.append(str(part.get("text", "")))
+        elif isinstance(part, dict) and part.get("type") == "image":
+            lines.append(
+                f"[picture {part.get('file', '')} {part.get('width', '?')}×{part.get('height', '?')}]"
+            )
+        else:
+            lines.append(json.dumps(part, default=str))
+    return "\n".join(lines)
+
+
 def _turns(
     messages: list[dict[str, Any]],
     infos: list[dict[str, Any]],
@@ -69,8 +89,7 @@ def _turns(
     prompt: list[Message] = []
     turns: list[TurnView] = []
     for m in messages:
-        text = m.get("content")
-        msg = Message(str(m.get("role", "?")), text if isinstance(text, str) else json.dumps(text))
+        msg = Message(str(m.get("role", "?")), _content_text(m.get("content")))
         if msg.role == "assistant":
             turns.append(TurnView(index=len(turns) + 1, reply=msg))
         elif turns:
@@ -104,7 +123,9 @@ def _episode(i: int, r: InstanceResult, run_dir: Path, suite: str, page: PageDat
     rel = out.relative_to(run_dir).as_posix()
     shots: dict[int, str] = {}
     for png in sorted((out / "screens").glob("turn-*.png")):
-        shots[int(png.stem.split("-")[1])] = f"{rel}/screens/{png.name}"
+        parts = png.stem.split("-")  # turn-NNN (a turn's first picture) or turn-NNN-J
+        if len(parts) == 2 and parts[1].isdigit():
+            shots[int(parts[1])] = f"{rel}/screens/{png.name}"
     page.files.update(shots.values())
     messages = _json(out / "transcript.json") or []
     infos = _json(out / "infos.json") or []

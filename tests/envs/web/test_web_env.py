@@ -176,6 +176,46 @@ def test_a_killed_browser_ends_the_episode_and_reset_brings_it_back(make_web_env
     assert env.stack is stack and stack.starts == starts + 1  # the same worker, a new browser
 
 
+@pytest.mark.parametrize("web_backend", ["bwrap"], indirect=True)
+def test_a_stack_that_stops_answering_is_replaced_not_waited_for(make_web_env, monkeypatch):
+    """A browser that stops answering Playwright (seen once in CI: a reset waited 300 s on a
+    host stack) held the reset for ever. Its start is bounded (PREPARE_TIMEOUT_S): the stack
+    is dropped as broken and a fresh one serves the episode; a second hang is an infra error."""
+    import arborl.envs.web.env as web_env
+    from arborl.envs.web.stack import WebStack
+    from arborl.sandboxes import SandboxError
+
+    task = SUITE.task("shop-order-status")
+    # two warm stacks idle in the pool first, so the retry below starts on a warm one: the
+    # bound, short for the test's sake, is then never reached by a stack that answers
+    warm = [make_web_env(), make_web_env()]
+    for e in warm:
+        e.reset(options={"task": task})
+    for e in warm:
+        e.close()
+    monkeypatch.setattr(web_env, "PREPARE_TIMEOUT_S", 5.0)
+    real, hangs, hung = WebStack.new_context, [1], []
+
+    async def new_context(self, *args, **kwargs):
+        if hangs[0] > 0:
+            hangs[0] -= 1
+            hung.append(self)
+            await asyncio.Event().wait()  # never answers
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(WebStack, "new_context", new_context)
+    env = make_web_env()
+    obs, _ = env.reset(options={"task": task})
+    assert "Orders" in observation_text(obs) and hangs == [0]
+    assert env.unwrapped.stack is not hung[0] and hung[0].closed
+    (ep,) = run_episodes_sync([env], SUITE.gold_policy(task), [task], max_turns=10)
+    assert ep.total_reward == 1.0
+    env.close()
+    hangs[0] = 2  # a new env: its first stack and the one replacing it both hang
+    with pytest.raises(SandboxError, match="twice"):
+        make_web_env().reset(options={"task": task})
+
+
 def test_the_browser_reaches_the_tasks_sites_and_nothing_else(make_web_env, web_backend):
     docker = web_backend.name == "docker"
     host = bridge_gateway(web_backend.client) if docker else "127.0.0.1"
