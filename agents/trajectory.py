@@ -43,9 +43,9 @@ from .vision import ImageInputs
 
 #: v2 tree_path, v3 Turn.anchor_state_hash and response_entropies, v4 Turn.anchor_observation,
 #: v5 Trajectory.episode_id, v6 Turn.step_label, v7 Trajectory.prompt_images and
-#: Turn.observation_images
-SCHEMA_VERSION = 7
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+#: Turn.observation_images, v8 the images' pictures (PNG)
+SCHEMA_VERSION = 8
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 
 @dataclass(slots=True)
@@ -331,6 +331,7 @@ _IMAGES = pa.struct(  # `ImageInputs.to_row`: float32 pixels bit for bit, flat, 
         ("pixel_values", pa.list_(pa.float32())),
         ("pixel_shape", pa.list_(pa.int32())),
         ("image_grid_thw", pa.list_(pa.int64())),
+        ("pictures", pa.list_(pa.binary())),  # each image as the processor read it, PNG
     ]
 )
 _TURN = pa.struct(

@@ -38,16 +38,27 @@ class VisionError(ValueError):
 
 @dataclass(frozen=True, eq=False)
 class ImageInputs:
-    """The processor's tensors for the images of one span of tokens, in order."""
+    """The processor's tensors for the images of one span of tokens, in order, and the
+    pictures they were made from."""
 
     #: float32 [patches, channels * temporal_patch * patch * patch]
     pixel_values: np.ndarray
     #: int64 [images, 3]: each image's (t, h, w) grid of patches
     image_grid_thw: np.ndarray
+    #: Each image as the processor read it, uint8 [H, W, 3], in order; () where unknown
+    #: (trajectories stored before v8). The tensors are what a forward pass reads; the pictures
+    #: are what a server that runs its own processor takes (verl's `image_data` and
+    #: `multi_modal_data["images"]`, vLLM's, an OpenAI image part), which the tensors cannot
+    #: be turned back into.
+    pictures: tuple[np.ndarray, ...] = ()
 
     @property
     def num_images(self) -> int:
         return int(self.image_grid_thw.shape[0])
+
+    @property
+    def has_pictures(self) -> bool:
+        return len(self.pictures) == self.num_images
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -58,42 +69,68 @@ class ImageInputs:
 
     @staticmethod
     def concat(parts: Sequence[ImageInputs | None]) -> ImageInputs | None:
-        """The images of consecutive spans as one (None when none has images)."""
+        """The images of consecutive spans as one (None when none has images); the pictures
+        are kept only where every span has its own."""
         kept = [p for p in parts if p is not None and p.num_images]
         if not kept:
             return None
         if len(kept) == 1:
             return kept[0]
+        pictures = tuple(x for p in kept for x in p.pictures) if all(p.has_pictures for p in kept) else ()
         return ImageInputs(
-            np.concatenate([p.pixel_values for p in kept]), np.concatenate([p.image_grid_thw for p in kept])
+            np.concatenate([p.pixel_values for p in kept]),
+            np.concatenate([p.image_grid_thw for p in kept]),
+            pictures,
         )
 
     def split(self, n: int) -> tuple[ImageInputs | None, ImageInputs | None]:
         """The first `n` images and the rest (None where there are none)."""
         patches = int(self.image_grid_thw[:n].prod(axis=1).sum())
-        head = ImageInputs(self.pixel_values[:patches], self.image_grid_thw[:n]) if n > 0 else None
+        pics = self.pictures if self.has_pictures else ()
+        head = ImageInputs(self.pixel_values[:patches], self.image_grid_thw[:n], pics[:n]) if n > 0 else None
         rest = (
-            ImageInputs(self.pixel_values[patches:], self.image_grid_thw[n:]) if n < self.num_images else None
+            ImageInputs(self.pixel_values[patches:], self.image_grid_thw[n:], pics[n:])
+            if n < self.num_images
+            else None
         )
         return head, rest
 
     def to_row(self) -> dict[str, Any]:
-        """The Parquet form: flat values and shapes (float32 kept bit for bit)."""
+        """The Parquet form: flat values and shapes (float32 kept bit for bit), the pictures as
+        PNG (lossless)."""
+        from arborl.envs.images import png_bytes
+
         return {
             "pixel_values": self.pixel_values.astype(np.float32, copy=False).ravel(),
             "pixel_shape": list(self.pixel_values.shape),
             "image_grid_thw": self.image_grid_thw.astype(np.int64, copy=False).ravel(),
+            "pictures": [png_bytes(p) for p in self.pictures] if self.has_pictures else [],
         }
 
     @staticmethod
     def from_row(row: Mapping[str, Any] | None) -> ImageInputs | None:
         if not row:
             return None
+        from arborl.envs.images import decode_image
+
         shape = tuple(int(x) for x in row["pixel_shape"])
         return ImageInputs(
             np.asarray(row["pixel_values"], dtype=np.float32).reshape(shape),
             np.asarray(row["image_grid_thw"], dtype=np.int64).reshape(-1, 3),
+            tuple(decode_image(b) for b in row.get("pictures") or ()),
         )
+
+    def pil_images(self, context: str) -> list[Any]:
+        """The pictures as PIL images (what verl and vLLM take as image data); `VisionError`
+        naming `context` when they were not kept."""
+        from PIL import Image
+
+        if not self.has_pictures:
+            raise VisionError(
+                f"{context}: {self.num_images} images whose pictures were not kept (a trajectory "
+                "stored before format v8, or made by hand without ImageInputs.pictures)"
+            )
+        return [Image.fromarray(p) for p in self.pictures]
 
 
 def load_processor(path: str | Any) -> Any:
@@ -180,6 +217,7 @@ class ImageEncoder:
         return ids, ImageInputs(
             np.asarray(out["pixel_values"], dtype=np.float32),
             np.asarray(out["image_grid_thw"], dtype=np.int64),
+            pictures(images),
         )
 
 
@@ -203,7 +241,18 @@ def expand_placeholders(
     expanded = pieces[0] + "".join(
         encoder.image_token * int(g.prod() // merge) + rest for g, rest in zip(grid, pieces[1:], strict=True)
     )
-    return expanded, ImageInputs(np.asarray(out["pixel_values"], dtype=np.float32), grid)
+    return expanded, ImageInputs(np.asarray(out["pixel_values"], dtype=np.float32), grid, pictures(images))
+
+
+def pictures(images: Sequence[Any]) -> tuple[np.ndarray, ...]:
+    """`images` (message_images' arrays) as `ImageInputs.pictures`: uint8 RGB, read-only copies
+    (an env may reuse its buffer for the next frame)."""
+    out = []
+    for image in images:
+        array = np.array(image, dtype=np.uint8, copy=True)
+        array.flags.writeable = False
+        out.append(array)
+    return tuple(out)
 
 
 def model_inputs(model: Any, ids: Sequence[int], images: ImageInputs | None) -> dict[str, Any]:

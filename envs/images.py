@@ -131,6 +131,23 @@ def check_image_count(messages: Sequence[Mapping[str, Any]], bounds: ImageBounds
         raise ImageBoundsError(f"{n} images in one observation; max_images={bounds.max_images}")
 
 
+#: zlib level of stored PNGs: 1 is ~5x faster than the default and ~20 % larger on screens.
+PNG_LEVEL = 1
+
+
+def png_bytes(pixels: Any) -> bytes | None:
+    """uint8 [H, W, 3 | 4] pixels as PNG bytes (lossless: `decode_image` of them gives the
+    same RGB pixels back); None when they are not an image."""
+    from PIL import Image
+
+    array = np.asarray(pixels)
+    if array.dtype != np.uint8 or array.ndim != 3 or array.shape[2] not in (3, 4):
+        return None
+    buf = io.BytesIO()
+    Image.fromarray(array).save(buf, format="PNG", compress_level=PNG_LEVEL)
+    return buf.getvalue()
+
+
 def decode_image(data: bytes, bounds: ImageBounds | None = None) -> np.ndarray:
     """PNG/JPEG/... bytes as uint8 [H, W, 3] within `bounds`; `CorruptImage` if they do not decode."""
     from PIL import Image, UnidentifiedImageError
@@ -211,6 +228,7 @@ def multimodal_observation_space(bounds: ImageBounds | None = None) -> spaces.Se
 
 __all__ = [
     "OBS_TYPES",
+    "PNG_LEVEL",
     "ROLES",
     "ContentSpace",
     "CorruptImage",
@@ -223,6 +241,7 @@ __all__ = [
     "is_image_part",
     "message_images",
     "multimodal_observation_space",
+    "png_bytes",
     "text_part",
     "with_image",
 ]

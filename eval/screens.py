@@ -13,28 +13,14 @@ so `outputs.write_outputs` can store ``screens/turn-NNN.png`` next to the transc
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
 import numpy as np
-from PIL import Image
 
+from arborl.envs.images import png_bytes
 from arborl.envs.wrappers import AsyncWrapper, StepResult
-
-#: zlib level of the stored PNGs: 1 is ~5x faster than the default and ~20 % larger on screens.
-PNG_LEVEL = 1
-
-
-def png_bytes(pixels: Any) -> bytes | None:
-    """uint8 [H, W, 3 | 4] pixels as PNG bytes; None when they are not an image."""
-    array = np.asarray(pixels)
-    if array.dtype != np.uint8 or array.ndim != 3 or array.shape[2] not in (3, 4):
-        return None
-    buf = io.BytesIO()
-    Image.fromarray(array).save(buf, format="PNG", compress_level=PNG_LEVEL)
-    return buf.getvalue()
 
 
 def screenshot_png(obs: Any) -> bytes | None:

@@ -1,8 +1,9 @@
 """Token-exact multimodal turns with the tiny VLM (issue 52 §3-4): the transformers engine
 generates from images as transformers' own `generate` does; an agent's episode on Sokoban's
 picture stores the processor's ids and pixels with each turn; a learner's one forward pass
-over the stored trajectory gives the engine's log-probs; Parquet carries the images (v7) and
-still reads v6 files; a text-only policy given images fails at start, naming the fix."""
+over the stored trajectory gives the engine's log-probs; Parquet carries the images (since v8
+their pictures too) and still reads v6 files; a text-only policy given images fails at start,
+naming the fix."""
 
 from __future__ import annotations
 
@@ -151,9 +152,18 @@ def test_parquet_carries_images_bit_for_bit_and_reads_v6(tmp_path, processor, ta
     messages = opening(task)
     text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     ids, images = ImageEncoder(processor).encode(text, messages)
+    # the pictures kept are the observation's own pixels (what a server's processor takes)
+    shown = [
+        p["image"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p.get("type") == "image"
+    ]
+    assert len(images.pictures) == len(shown) == 1 and np.array_equal(images.pictures[0], shown[0])
     odd = ImageInputs(
         images.pixel_values * np.float32(1 / 3), images.image_grid_thw
-    )  # values no decimal round-trips
+    )  # values no decimal round-trips; no pictures (as a v7 file's)
     traj = Trajectory(
         prompt_ids=ids,
         prompt_images=images,
@@ -165,7 +175,9 @@ def test_parquet_carries_images_bit_for_bit_and_reads_v6(tmp_path, processor, ta
     assert back.prompt_images.pixel_values.dtype == np.float32
     assert back.turns[0].observation_images == odd and back.turns[1].observation_images is None
     assert back.images() == ImageInputs.concat([images, odd])
-    assert SCHEMA_VERSION == 7
+    assert np.array_equal(back.prompt_images.pictures[0], images.pictures[0])  # PNG: lossless
+    assert back.turns[0].observation_images.pictures == () and back.images().pictures == ()
+    assert SCHEMA_VERSION == 8
     (old,) = read_trajectories(V6_FILE)
     assert old.prompt_ids == [1, 2, 3] and old.turns[0].step_label == 1.0 and old.episode_id == "e"
     assert old.prompt_images is None and old.images() is None

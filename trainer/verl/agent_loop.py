@@ -23,6 +23,13 @@ max_turns, max_new_tokens, tree, credit_log, pool; unknown keys are errors), plu
 top-level ``sandbox`` (where sandboxed envs run: ``sandbox=ray|docker|bwrap|auto``, a
 registered backend's config; null: the envs' default), set once per worker.
 
+A vision-language policy (verl's ``processor`` set: a Qwen2-VL / Qwen2.5-VL checkpoint) runs
+on image envs as on text ones: the agent reads observations through the processor, each
+request hands the server the pictures of its prompt (``image_data``, as verl's own tool agent
+loop does), and the output's ``multi_modal_data["images"]`` are the episode's pictures, from
+which verl's worker rebuilds ``multi_modal_inputs`` and the M-RoPE positions with its own
+processor (the same pixels arborl's processor made: tested).
+
 With ``tree`` set, the ``rollout.n`` calls for one prompt (same ``uid``) share one tree: the
 first call grows it with ``n`` leaves, every call returns one leaf. All ``n`` samples of a
 prompt must reach the same worker (verl keeps them contiguous; make the batch divisible).
@@ -44,6 +51,7 @@ import arborl.envs  # noqa: F401 - registers the arborl/* env ids
 from arborl.agents import Agent, AgentConfig, Trajectory
 from arborl.agents.engines import EngineError, Generation, InferenceEngine, SamplingParams
 from arborl.agents.tree_rollout import TreeConfig, TreeRollout
+from arborl.agents.vision import ImageInputs
 from arborl.envs.event_loop import configure
 from arborl.trainer.verl.config import ArborlSection
 
@@ -54,20 +62,36 @@ class VerlServerEngine(InferenceEngine):
 
     Requests of one episode share a request id prefix, so verl's sticky sessions keep them on
     one server (prefix caching). Weights are verl's business: its trainer syncs its servers.
+    With `accepts_images` (a VLM: verl gave the loop a processor) a prompt's images go with it
+    as ``image_data``, the pictures they were made from, since the server runs its own processor.
     """
 
     kind = "verl"
 
-    def __init__(self, server_manager: Any, eos_ids: Sequence[int] = ()) -> None:
+    def __init__(
+        self, server_manager: Any, eos_ids: Sequence[int] = (), accepts_images: bool = False
+    ) -> None:
         self.server = server_manager
         self.eos_ids = set(eos_ids)
         self.session = uuid.uuid4().hex
+        self.accepts_images = accepts_images
 
-    async def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Generation]:
-        jobs = [self._one(i, j, list(p), sampling) for i, p in enumerate(prompts) for j in range(sampling.n)]
+    async def generate(
+        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams, images: Sequence[Any] | None = None
+    ) -> list[Generation]:
+        if images is not None and not self.accepts_images:
+            raise EngineError("verl's server was started without a processor: it takes no images")
+        shown = list(images) if images is not None else [None] * len(prompts)
+        jobs = [
+            self._one(i, j, list(p), sampling, shown[i])
+            for i, p in enumerate(prompts)
+            for j in range(sampling.n)
+        ]
         return list(await asyncio.gather(*jobs))
 
-    async def _one(self, i: int, j: int, prompt: list[int], sampling: SamplingParams) -> Generation:
+    async def _one(
+        self, i: int, j: int, prompt: list[int], sampling: SamplingParams, images: ImageInputs | None = None
+    ) -> Generation:
         params = {
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
@@ -75,7 +99,10 @@ class VerlServerEngine(InferenceEngine):
             "logprobs": True,
             "max_tokens": sampling.max_new_tokens,
         }
-        out = await self.server.generate(request_id=self.session, prompt_ids=prompt, sampling_params=params)
+        extra = {"image_data": images.pil_images("verl's server")} if images is not None else {}
+        out = await self.server.generate(
+            request_id=self.session, prompt_ids=prompt, sampling_params=params, **extra
+        )
         if out.log_probs is None:
             raise EngineError(
                 "verl's server returned no log-probs: set actor_rollout_ref.rollout.calculate_log_probs=true"
@@ -133,7 +160,8 @@ class ArborlAgentLoop(AgentLoopBase):
 
     def _agent(self, sampling_params: dict[str, Any]) -> Agent:
         eos = self.tokenizer.eos_token_id
-        engine = VerlServerEngine(self.server_manager, [eos] if eos is not None else [])
+        vlm = self.processor is not None
+        engine = VerlServerEngine(self.server_manager, [eos] if eos is not None else [], accepts_images=vlm)
         top_k = int(sampling_params.get("top_k") or 0)
         sampling = SamplingParams(
             temperature=float(sampling_params.get("temperature", 1.0)),
@@ -147,7 +175,8 @@ class ArborlAgentLoop(AgentLoopBase):
             max_context_tokens=self.prompt_length + self.response_length,
             sampling=sampling,
         )
-        return Agent(engine, self.tokenizer, config)
+        # a VLM's agent reads its observations through the processor (arborl.agents.vision)
+        return Agent(engine, self.processor if vlm else self.tokenizer, config)
 
     def _env(self) -> gymnasium.Env:
         return gymnasium.make(self.arborl.env_id, **self.arborl.env_kwargs)
@@ -203,6 +232,7 @@ class ArborlAgentLoop(AgentLoopBase):
         start, r = len(traj.prompt_ids), self.response_length
         ids, mask, logp = traj.token_ids(), traj.loss_mask(), traj.behavior_logprobs()
         turns = _mask_runs(mask[start:][:r])  # turns that survive the cut to response_length
+        pictures = kept_pictures(traj, ids[: start + r].tolist(), self.processor)
         return AgentLoopOutput(
             prompt_ids=traj.prompt_ids,
             response_ids=ids[start:][:r].tolist(),
@@ -210,6 +240,7 @@ class ArborlAgentLoop(AgentLoopBase):
             response_logprobs=logp[start:][:r].tolist(),
             reward_score=traj.outcome_reward,
             num_turns=1 + 2 * len(traj.turns),
+            multi_modal_data={"images": pictures} if pictures else None,
             metrics=AgentLoopMetrics(generate_sequences=gen_s, tool_calls=env_s),
             extra_fields={
                 "turn_scores": [t.reward for t in traj.turns][:turns],
@@ -218,6 +249,30 @@ class ArborlAgentLoop(AgentLoopBase):
                 "arborl_truncation": traj.truncation or "",
             },
         )
+
+
+def kept_pictures(traj: Trajectory, kept_ids: Sequence[int], processor: Any) -> list[Any]:
+    """The pictures (PIL) of the images whose placeholders are in `kept_ids` (the sequence as
+    cut to response_length), in order: what verl's worker runs its processor on to rebuild the
+    row's ``multi_modal_inputs``. A cut through an image's placeholders is an error: verl's
+    processor would find fewer placeholder tokens than the image has."""
+    images = traj.images()
+    if images is None:
+        return []
+    if processor is None:
+        raise EngineError("a trajectory with images, and verl gave this agent loop no processor")
+    image_token = processor.tokenizer.convert_tokens_to_ids(processor.image_token)
+    merge = int(processor.image_processor.merge_size) ** 2
+    sizes = [int(g.prod()) // merge for g in images.image_grid_thw]
+    shown = sum(1 for t in kept_ids if t == image_token)
+    ends = [sum(sizes[: k + 1]) for k in range(len(sizes))]
+    whole = sum(1 for e in ends if e <= shown)
+    if shown != (ends[whole - 1] if whole else 0):
+        raise ValueError(
+            f"task {traj.task_id}: rollout.response_length cuts the episode inside an image's "
+            "placeholder tokens; raise response_length (or lower the env's image size or turns)"
+        )
+    return images.pil_images(f"task {traj.task_id}")[:whole]
 
 
 def check_prompt_fits(n_tokens: int, prompt_length: int, task_id: str) -> None:
