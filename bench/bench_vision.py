@@ -11,7 +11,11 @@ and the backward, the tower frozen as `model.freeze_vision` defaults) per step a
 the stored Parquet bytes per turn. Ratios image / text are per round, then medians.
 
 Also the tokens a picture costs at other sizes under the processor's own resizing (a desktop
-screenshot is not a 96-pixel room), from `image_grid_thw` alone, no model run.
+screenshot is not a 96-pixel room), from `image_grid_thw` alone, no model run; and the peak
+memory of one round per mode, each in a fresh child process (`--memory-child`): the resident
+set sampled every 2 ms from /proc during the round's rollout and learner step, above what the
+process held once the model, engine and processor were loaded (CPU torch has no caching
+allocator, so the resident set follows the tensors).
 
     python bench/bench_vision.py [--quick] [--rounds 3] [--episodes 8] [--turns 3]
 """
@@ -21,11 +25,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -84,10 +91,17 @@ async def rollout(engine: Any, processor: Any, tasks: list[Any], obs_type: str, 
 
 
 def one_round(
-    model: Any, engine: Any, processor: Any, rope: Any, tasks: list[Any], args: Any, seed: int
+    model: Any,
+    engine: Any,
+    processor: Any,
+    rope: Any,
+    tasks: list[Any],
+    args: Any,
+    seed: int,
+    modes: tuple[str, ...] = MODES,
 ) -> dict:
     out: dict[str, dict[str, float]] = {}
-    for obs_type in MODES if seed % 2 == 0 else MODES[::-1]:  # each mode first every other round
+    for obs_type in modes if seed % 2 == 0 else modes[::-1]:  # each mode first every other round
         t0 = time.perf_counter()
         episodes = asyncio.run(rollout(engine, processor, tasks, obs_type, args, seed))
         rollout_s = time.perf_counter() - t0
@@ -121,7 +135,84 @@ def one_round(
     return out
 
 
-def table(rounds: list[dict], processor: Any, args: Any, elapsed: float) -> str:
+def rss_bytes() -> int:
+    """This process's resident set now (Linux /proc)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class PeakRss:
+    """The highest resident set while the block runs, sampled every `every` seconds."""
+
+    def __init__(self, every: float = 0.002) -> None:
+        self.every, self.peak, self._stop = every, 0, threading.Event()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_bytes())
+            time.sleep(self.every)
+
+    def __enter__(self) -> PeakRss:
+        self.peak = rss_bytes()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_bytes())
+
+
+def memory_child(args: Any) -> None:
+    """One round of `args.memory_child`'s mode in this (fresh) process; prints its peak memory
+    above the loaded state as JSON."""
+    model, engine, processor, rope = load(args)
+    base = rss_bytes()
+    mode = args.memory_child
+    with PeakRss() as peak:
+        one_round(
+            model,
+            engine,
+            processor,
+            rope,
+            get_suite("sokoban-6x6").tasks()[: args.episodes],
+            args,
+            0,
+            (mode,),
+        )
+    asyncio.run(engine.close())
+    print(json.dumps({"mode": mode, "base": base, "peak_above": peak.peak - base}))
+
+
+def memory_rows(args: Any, repeats: int = 2) -> dict[str, list[float]]:
+    """Each mode's peak round memory above the loaded state (bytes), `repeats` fresh children a
+    mode, the modes alternating."""
+    out: dict[str, list[float]] = {m: [] for m in MODES}
+    flags = [
+        "--episodes",
+        str(args.episodes),
+        "--turns",
+        str(args.turns),
+        "--new-tokens",
+        str(args.new_tokens),
+    ]
+    flags += ["--micro-batch", str(args.micro_batch)]
+    for r in range(repeats):
+        for mode in MODES if r % 2 == 0 else MODES[::-1]:
+            run = subprocess.run(
+                [sys.executable, __file__, "--memory-child", mode, *flags],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            out[mode].append(float(json.loads(run.stdout.strip().splitlines()[-1])["peak_above"]))
+    return out
+
+
+def table(
+    rounds: list[dict], processor: Any, args: Any, elapsed: float, memory: dict[str, list[float]]
+) -> str:
     def med(mode: str, key: str) -> float:
         return statistics.median(r[mode][key] for r in rounds)
 
@@ -142,6 +233,11 @@ def table(rounds: list[dict], processor: Any, args: Any, elapsed: float) -> str:
     body = "\n".join(
         f"| {label} | {fmt.format(med('text', key))} | {fmt.format(med('image', key))} | **{ratio(key):.2f}×** |"
         for label, key, fmt in rows
+    )
+    mib = {m: statistics.median(v) / 2**20 for m, v in memory.items()}
+    body += (
+        f"\n| peak memory of a round above the loaded model, MiB (fresh process, median of "
+        f"{len(memory['text'])}) | {mib['text']:.0f} | {mib['image']:.0f} | **{mib['image'] / mib['text']:.2f}×** |"
     )
     real = qwen2_vl_image_processor()
     sizes = "\n".join(
@@ -176,18 +272,8 @@ under transformers' Qwen2-VL image processor at its defaults (patch 14):
 """
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--episodes", type=int, default=8)
-    ap.add_argument("--turns", type=int, default=3)
-    ap.add_argument("--new-tokens", type=int, default=24)
-    ap.add_argument("--micro-batch", type=int, default=4)
-    args = ap.parse_args()
-    if args.quick:
-        args.rounds, args.episodes, args.turns = 1, 2, 2
-    t_start = time.time()
+def load(args: Any) -> tuple[Any, Any, Any, Any]:
+    """The tiny VLM (learner copy, tower frozen), its engine, its processor and its positions."""
     torch.manual_seed(0)
     path = ensure_tiny_vlm()
     processor = load_processor(path)
@@ -197,6 +283,26 @@ def main() -> None:
     rope = functools.partial(rope_positions, model)
     prepare_vision(model, True)
     engine = make_engine(HFEngineConfig(model=str(path)))
+    return model, engine, processor, rope
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--episodes", type=int, default=8)
+    ap.add_argument("--turns", type=int, default=3)
+    ap.add_argument("--new-tokens", type=int, default=24)
+    ap.add_argument("--micro-batch", type=int, default=4)
+    ap.add_argument("--memory-child", choices=MODES, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.episodes, args.turns = 1, 2, 2
+    if args.memory_child:
+        memory_child(args)
+        return
+    t_start = time.time()
+    model, engine, processor, rope = load(args)
     rooms = get_suite("sokoban-6x6").tasks()
     # a round not counted: the first calls of each path (allocations, the processor's first
     # image) would otherwise fall on whichever mode runs first
@@ -214,7 +320,8 @@ def main() -> None:
             flush=True,
         )
     asyncio.run(engine.close())
-    text = table(rounds, processor, args, time.time() - t_start)
+    memory = memory_rows(args, repeats=1 if args.quick else 2)
+    text = table(rounds, processor, args, time.time() - t_start, memory)
     out = RESULTS.with_name("vision-turns-quick.md") if args.quick else RESULTS
     out.write_text(text)
     print(text)
