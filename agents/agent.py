@@ -188,7 +188,7 @@ class Agent:
         tools = info.get("tools") or None
         self._check_template(tools)
         try:
-            check_sees_images(messages, self.vision, self.engine, self.config.context)
+            check_sees_images(messages, self.vision, self.engine)
         except BaseException:
             await arelease(env)
             raise
@@ -208,6 +208,7 @@ class Agent:
             observations=[messages],
             seed=seed,
             base=list(chat.ids),
+            base_images=chat.prompt_images,
             place=place,
         )
         if self.config.context != "truncate":
@@ -255,14 +256,21 @@ class Agent:
             if demo is not None:
                 gen = await self._demonstrate(state, demo)
             else:
-                images = state.chat.images()  # passed only when there are: text engines take none
-                extra = {"images": [images]} if images is not None else {}
-                gen = (await self.engine.generate([state.chat.ids + head], sampling, **extra))[0]
+                gen = await self.generate(state, sampling, head)
         except Exception as e:
             log.warning("generation failed: %s: %s", type(e).__name__, e)
             await end_episode(state, truncation="engine_error", error=f"{type(e).__name__}: {e}")
             return
         await self._apply(state, gen, prefix)
+
+    async def generate(
+        self, state: EpisodeState, sampling: SamplingParams, head: Sequence[int] = ()
+    ) -> Generation:
+        """One generation from the episode's context (+ `head`, a reply's forced start), with
+        the context's images where it shows any (text engines take none)."""
+        images = state.chat.images()
+        extra = {"images": [images]} if images is not None else {}
+        return (await self.engine.generate([state.chat.ids + list(head)], sampling, **extra))[0]
 
     def snapshot(self, state: EpisodeState) -> EpisodeState:
         """A copy of the episode's record without its env, to fork later (`fork`)."""
@@ -370,7 +378,7 @@ class Agent:
         msgs = list(observation_messages(obs))
         state.messages.extend(msgs)
         state.observations.append(msgs)
-        check_sees_images(msgs, self.vision, self.engine, self.config.context)
+        check_sees_images(msgs, self.vision, self.engine)
         if terminated or truncated:
             reason = None if terminated else str(info.get("truncated_by") or "env")
             await end_episode(state, truncation=reason, terminated=bool(terminated), finish_env=False)
@@ -379,16 +387,18 @@ class Agent:
         if self._room(state) < (1 if self.config.context == "truncate" else self.config.max_new_tokens):
             # No room left for a reply: the observation is not kept (the model never saw it).
             del state.chat.ids[len(state.chat.ids) - len(added) :]
-            if state.chat.last_images is not None:  # nor are its images
+            images = state.chat.last_images
+            if images is not None:  # nor are its images
                 state.chat.appended_images.pop()
             if self.config.context == "truncate":
                 await end_episode(state, truncation="context_overflow")
             else:
-                await go_on(self, state, Overflow(turn, msgs, added))
+                await go_on(self, state, Overflow(turn, msgs, added, images))
             return
         turn.observation_ids = added
         turn.observation_images = state.chat.last_images
         state.window.append((ids, added))
+        state.window_images.append(state.chat.last_images)
 
     def _sampling(self, state: EpisodeState, room: int) -> SamplingParams:
         """The sampling of the episode's next generation, seeded per call and per place in the

@@ -25,6 +25,7 @@ from arborl.envs import afinish
 from .chat import TokenizedChat
 from .context import Entry
 from .trajectory import Trajectory
+from .vision import ImageInputs
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,10 @@ class EpisodeState:
     # a context is `base` (the opening prompt's ids) + `window` (see arborl.agents.context)
     base: list[int] = field(default_factory=list)
     window: list[Entry] = field(default_factory=list)
+    #: a vision-language policy's images of `base`, and of each window entry's observation
+    #: (None: it shows none), so that a new context carries the pictures its ids show
+    base_images: ImageInputs | None = None
+    window_images: list[ImageInputs | None] = field(default_factory=list)
     segments: list[Trajectory] = field(default_factory=list)  # earlier segments, in order
     #: The episode's place among the episodes of its group this agent started or forked (in
     #: call order): its own part of a seeded sampling's noise (`Agent._sampling`).
@@ -90,6 +95,8 @@ def snapshot(state: EpisodeState) -> EpisodeState:
         state.done,
         base=state.base,
         window=list(state.window),
+        base_images=state.base_images,
+        window_images=list(state.window_images),
         segments=list(state.segments),
         place=state.place,
     )

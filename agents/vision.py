@@ -300,7 +300,7 @@ def vision_tower(model: Any) -> Any:
 
 
 def check_sees_images(
-    messages: Sequence[Mapping[str, Any]], vision: ImageEncoder | None, engine: Any, context: str
+    messages: Sequence[Mapping[str, Any]], vision: ImageEncoder | None, engine: Any
 ) -> None:
     """Raise `VisionError`, naming the fix, when `messages` show images a policy cannot take."""
     if not message_images(messages):
@@ -316,11 +316,6 @@ def check_sees_images(
         raise VisionError(
             f"the {getattr(engine, 'kind', '') or type(engine).__name__} engine does not take images "
             "with this model: use model.engine=transformers with a vision-language model"
-        )
-    if context != "truncate":
-        raise VisionError(
-            f"context={context!r} rewrites the context, which episodes with images do not support "
-            "yet: use context=truncate"
         )
 
 

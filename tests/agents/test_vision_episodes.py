@@ -224,3 +224,66 @@ def test_tree_rollout_leaves_keep_their_images_and_the_learner_agrees(tiny_vlm, 
         learner = learner_logprobs(vlm, leaf)
         mask = leaf.loss_mask()[1:].astype(bool)
         assert np.allclose(learner[mask], leaf.behavior_logprobs()[1:][mask], atol=1e-4)
+
+
+@pytest.mark.parametrize("context", ["sliding_window", "summarize"])
+def test_a_context_rewritten_past_its_budget_keeps_each_segments_pictures(
+    tiny_vlm, processor, vlm, task, context
+):
+    """An image episode that outgrows max_context_tokens goes on in new segments: each
+    segment's prompt shows the opening picture and the pictures of the turns still in view,
+    its placeholders match its images, and the learner's one forward over the segment (ids
+    and pixels as stored) gives the engine's log-probs. Before, images with a rewritten context
+    were refused at start."""
+    engine = make_engine(HFEngineConfig(model=str(tiny_vlm)))
+    opening_len = len(
+        ImageEncoder(processor).encode(
+            processor.apply_chat_template(opening(task), tokenize=False, add_generation_prompt=True),
+            opening(task),
+        )[0]
+    )
+    # room for the opening prompt and two turns (each observation repeats the prompt's text
+    # with its picture, about as long as the opening)
+    config = AgentConfig(
+        max_turns=6,
+        max_new_tokens=8,
+        max_context_tokens=3 * opening_len + 100,
+        context=context,
+        sampling=SamplingParams(seed=5),
+    )
+    agent = Agent(engine, processor, config)
+    env = gymnasium.make("arborl/Sokoban-v0", obs_type="image")
+
+    async def run():
+        ep = await agent.run_episode(env, task, group_id="g")
+        await engine.close()
+        return ep
+
+    ep = asyncio.run(run())
+    env.close()
+    assert ep.error is None, ep.error
+    segments = ep.segments
+    assert len(segments) >= 2, "the budget should have been outgrown"
+    shown = message_images([m for m in ep.messages if m["role"] == "user"])  # reset's, then each step's
+    merge = processor.image_processor.merge_size**2
+    for k, seg in enumerate(segments):
+        images = seg.images()
+        pads = int((seg.token_ids() == processor.image_token_id).sum())
+        assert pads == int(images.image_grid_thw.prod(axis=1).sum()) // merge, f"segment {k}"
+        assert len(images.pictures) == images.num_images
+        # every segment starts from the opening prompt: its first picture is the opening room
+        assert np.array_equal(seg.prompt_images.pictures[0], shown[0])
+        # each picture is one the env showed, in the order shown
+        where = [next(i for i, s in enumerate(shown) if np.array_equal(s, p)) for p in images.pictures]
+        assert where == sorted(where), f"segment {k}: pictures out of order"
+        mask = seg.loss_mask()[1:].astype(bool)
+        learner = learner_logprobs(vlm, seg)
+        assert np.allclose(learner[mask], seg.behavior_logprobs()[1:][mask], atol=1e-4), f"segment {k}"
+    if context == "sliding_window":
+        later = segments[1]
+        # the newest picture of a later segment's prompt is the observation that overflowed
+        # before it, and older turns' pictures were dropped with their turns
+        assert later.prompt_images.num_images < 1 + len(segments[0].turns) + 1
+        assert later.prompt_images.num_images >= 2
+    else:
+        assert any(s.metrics.get("summary") for s in segments)
