@@ -78,6 +78,11 @@ class EvalConfig(_Strict):
     pass_k: list[int] = Field(default_factory=lambda: [1], description="k values reported (n is added)")
     concurrency: int = Field(4, ge=1, description="instances in flight at once")
     max_turns: int | None = Field(None, ge=1, description="turns per episode; None: the suite's")
+    env_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="gymnasium.make kwargs over the suite's own, e.g. +env_kwargs.obs_type=image to show a "
+        "vision-language model the screen on desktop-mini (docs/vision.md)",
+    )
     instance_timeout_s: float = Field(
         900.0, gt=0, description="wall-clock limit of one attempt (episode + grading)"
     )

@@ -127,7 +127,7 @@ class EvalRun:
         return isinstance(cls, type) and issubclass(cls, SandboxEnv)
 
     def make_env(self) -> gymnasium.Env:
-        kwargs: dict[str, Any] = dict(self.suite.env_kwargs)
+        kwargs: dict[str, Any] = {**self.suite.env_kwargs, **self.cfg.env_kwargs}
         if self._sandboxed:
             kwargs["pool"] = self.pool
         return gymnasium.make(self.suite.env_id, **kwargs)

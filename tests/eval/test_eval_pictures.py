@@ -161,3 +161,40 @@ def test_transcript_pictures_are_named_by_turn_and_other_parts_kept():
     ]
     assert sorted(files) == ["screens/turn-000.png", "screens/turn-001-1.png", "screens/turn-001.png"]
     assert out[0]["content"][1]["width"] == 5 and out[0]["content"][1]["height"] == 4
+
+
+def test_env_kwargs_show_a_vlm_the_picture_of_a_text_suite(tmp_path, tiny_vlm):
+    """`arborl eval suite=sokoban-6x6 agent=model model.path=<VLM> +env_kwargs.obs_type=image`:
+    the override, composed as the CLI composes it, reaches the suite's env, whose episodes
+    then show the model the room's picture (stored as the pictures it saw); a text-only
+    suite's env."""
+    from arborl.cli.eval_cmds import compose_eval
+
+    run = tmp_path / "run"
+    _, cfg = compose_eval(
+        [
+            "suite=sokoban-6x6",
+            "agent=model",
+            f"model.path={tiny_vlm}",
+            "model.max_new_tokens=6",
+            "+env_kwargs.obs_type=image",
+            "limit=1",
+            "max_turns=2",
+            f"run.dir={run}",
+        ]
+    )
+    assert cfg.env_kwargs == {"obs_type": "image"}
+    asyncio.run(run_eval(cfg, console=Console(quiet=True)))
+    (out,) = samples(run)
+    messages = json.loads((out / "transcript.json").read_text())
+    files = [
+        p["file"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p["type"] == "image"
+    ]
+    assert files and files[0] == "screens/turn-000.png" and (out / files[0]).is_file()
+    picture = np.asarray(Image.open(out / files[0]).convert("RGB"))
+    # the suite's own reader finds the task's room in it
+    assert read_image(picture) == get_suite("sokoban-6x6").tasks()[0].rows
