@@ -100,13 +100,9 @@ def test_the_engine_generates_from_images_as_transformers_does(tiny_vlm, process
     )
 
 
-def test_an_episode_keeps_the_processors_ids_and_pixels_and_the_learner_agrees(
-    tiny_vlm, processor, vlm, task
-):
+def play(tiny_vlm, processor, task, config: AgentConfig):
+    """One picture-Sokoban episode of the tiny VLM through the transformers engine."""
     engine = make_engine(HFEngineConfig(model=str(tiny_vlm)))
-    config = AgentConfig(
-        max_turns=3, max_new_tokens=8, max_context_tokens=4096, sampling=SamplingParams(seed=3)
-    )
     agent = Agent(engine, processor, config)
     env = gymnasium.make("arborl/Sokoban-v0", obs_type="image")
 
@@ -117,6 +113,16 @@ def test_an_episode_keeps_the_processors_ids_and_pixels_and_the_learner_agrees(
 
     ep = asyncio.run(run())
     env.close()
+    return ep
+
+
+def test_an_episode_keeps_the_processors_ids_and_pixels_and_the_learner_agrees(
+    tiny_vlm, processor, vlm, task
+):
+    config = AgentConfig(
+        max_turns=3, max_new_tokens=8, max_context_tokens=4096, sampling=SamplingParams(seed=3)
+    )
+    ep = play(tiny_vlm, processor, task, config)
     traj = ep.trajectory
     assert ep.error is None and len(traj.turns) == 3, ep.error
     # the prompt is the processor's own rendering of reset's messages, ids and pixels
@@ -235,7 +241,6 @@ def test_a_context_rewritten_past_its_budget_keeps_each_segments_pictures(
     its placeholders match its images, and the learner's one forward over the segment (ids
     and pixels as stored) gives the engine's log-probs. Before, images with a rewritten context
     were refused at start."""
-    engine = make_engine(HFEngineConfig(model=str(tiny_vlm)))
     opening_len = len(
         ImageEncoder(processor).encode(
             processor.apply_chat_template(opening(task), tokenize=False, add_generation_prompt=True),
@@ -251,16 +256,7 @@ def test_a_context_rewritten_past_its_budget_keeps_each_segments_pictures(
         context=context,
         sampling=SamplingParams(seed=5),
     )
-    agent = Agent(engine, processor, config)
-    env = gymnasium.make("arborl/Sokoban-v0", obs_type="image")
-
-    async def run():
-        ep = await agent.run_episode(env, task, group_id="g")
-        await engine.close()
-        return ep
-
-    ep = asyncio.run(run())
-    env.close()
+    ep = play(tiny_vlm, processor, task, config)
     assert ep.error is None, ep.error
     segments = ep.segments
     assert len(segments) >= 2, "the budget should have been outgrown"

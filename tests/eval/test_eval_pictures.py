@@ -33,6 +33,13 @@ def picture_run(tmp_path_factory):
     return run
 
 
+def image_parts(messages):
+    """The image parts of `messages`, in order."""
+    return [
+        p for m in messages if isinstance(m["content"], list) for p in m["content"] if p["type"] == "image"
+    ]
+
+
 def samples(run):
     return sorted((run / "instances").glob("*/sample-0"))
 
@@ -45,13 +52,7 @@ def test_the_pictures_the_model_saw_are_stored_and_the_transcript_names_them(pic
         assert "[[[" not in text  # no printed numpy arrays (what the transcript held before)
         messages = json.loads(text)
         replies = [m for m in messages if m["role"] == "assistant"]
-        parts = [
-            p
-            for m in messages
-            if isinstance(m["content"], list)
-            for p in m["content"]
-            if p["type"] == "image"
-        ]
+        parts = image_parts(messages)
         # one picture for the prompt and one per observation after a reply
         assert [p["file"] for p in parts] == [f"screens/turn-{k:03d}.png" for k in range(len(replies) + 1)]
         assert {p.name for p in (out / "screens").iterdir()} == {p["file"].split("/")[1] for p in parts}
@@ -61,13 +62,7 @@ def test_the_pictures_the_model_saw_are_stored_and_the_transcript_names_them(pic
         task = tasks[out.parent.name]
         obs, _ = env.reset(options={"task": task})
         messages = obs["messages"] if isinstance(obs, dict) else obs
-        shown = [
-            p["image"]
-            for m in messages
-            if isinstance(m["content"], list)
-            for p in m["content"]
-            if p["type"] == "image"
-        ]
+        shown = [p["image"] for p in image_parts(messages)]
         env.close()
         stored = np.asarray(Image.open(out / "screens" / "turn-000.png").convert("RGB"))
         assert stored.shape == (parts[0]["height"], parts[0]["width"], 3)
@@ -187,13 +182,7 @@ def test_env_kwargs_show_a_vlm_the_picture_of_a_text_suite(tmp_path, tiny_vlm):
     asyncio.run(run_eval(cfg, console=Console(quiet=True)))
     (out,) = samples(run)
     messages = json.loads((out / "transcript.json").read_text())
-    files = [
-        p["file"]
-        for m in messages
-        if isinstance(m["content"], list)
-        for p in m["content"]
-        if p["type"] == "image"
-    ]
+    files = [p["file"] for p in image_parts(messages)]
     assert files and files[0] == "screens/turn-000.png" and (out / files[0]).is_file()
     picture = np.asarray(Image.open(out / files[0]).convert("RGB"))
     # the suite's own reader finds the task's room in it
