@@ -266,7 +266,8 @@ class TokenBudgetTrainer(Trainer):
 
 def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
     cfg: dict[str, Any] = {
-        "model": {"tiny": tiny_model(args)},
+        # --vlm: the tiny Qwen2-VL, model.tiny its text half (an --init model is what it is)
+        "model": {"tiny": tiny_model(args), **({"tiny_vlm": True} if args.vlm else {})},
         "tasks": {"train": args.train, "train_options": args.train_options, "eval_suite": args.suite},
         "rollout": {
             "env_id": args.env_id,
@@ -616,6 +617,12 @@ def main() -> None:
         default="small",
         help="the tiny model's size: the library default (2 layers, hidden 64) or the main job's "
         "(4 layers, hidden 128; several times slower a step)",
+    )
+    ap.add_argument(
+        "--vlm",
+        action="store_true",
+        help="the tiny vision-language model (model.tiny_vlm: Qwen2-VL's architecture, --model its "
+        "text half) in place of the text model, for suites that show pictures (sokoban-6x6-image)",
     )
     ap.add_argument(
         "--tokenizer-text",
