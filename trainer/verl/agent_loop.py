@@ -160,8 +160,10 @@ class ArborlAgentLoop(AgentLoopBase):
 
     def _agent(self, sampling_params: dict[str, Any]) -> Agent:
         eos = self.tokenizer.eos_token_id
-        vlm = self.processor is not None
-        engine = VerlServerEngine(self.server_manager, [eos] if eos is not None else [], accepts_images=vlm)
+        processor = vlm_processor(self)
+        engine = VerlServerEngine(
+            self.server_manager, [eos] if eos is not None else [], accepts_images=processor is not None
+        )
         top_k = int(sampling_params.get("top_k") or 0)
         sampling = SamplingParams(
             temperature=float(sampling_params.get("temperature", 1.0)),
@@ -176,7 +178,7 @@ class ArborlAgentLoop(AgentLoopBase):
             sampling=sampling,
         )
         # a VLM's agent reads its observations through the processor (arborl.agents.vision)
-        return Agent(engine, self.processor if vlm else self.tokenizer, config)
+        return Agent(engine, processor or self.tokenizer, config)
 
     def _env(self) -> gymnasium.Env:
         return gymnasium.make(self.arborl.env_id, **self.arborl.env_kwargs)
@@ -232,7 +234,7 @@ class ArborlAgentLoop(AgentLoopBase):
         start, r = len(traj.prompt_ids), self.response_length
         ids, mask, logp = traj.token_ids(), traj.loss_mask(), traj.behavior_logprobs()
         turns = _mask_runs(mask[start:][:r])  # turns that survive the cut to response_length
-        pictures = kept_pictures(traj, ids[: start + r].tolist(), self.processor)
+        pictures = kept_pictures(traj, ids[: start + r].tolist(), vlm_processor(self))
         return AgentLoopOutput(
             prompt_ids=traj.prompt_ids,
             response_ids=ids[start:][:r].tolist(),
@@ -249,6 +251,11 @@ class ArborlAgentLoop(AgentLoopBase):
                 "arborl_truncation": traj.truncation or "",
             },
         )
+
+
+def vlm_processor(loop: AgentLoopBase) -> Any:
+    """The multimodal processor verl gave the loop (a VLM's), or None (a text model)."""
+    return getattr(loop, "processor", None)
 
 
 def kept_pictures(traj: Trajectory, kept_ids: Sequence[int], processor: Any) -> list[Any]:
