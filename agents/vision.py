@@ -111,13 +111,11 @@ class ImageInputs:
     def from_row(row: Mapping[str, Any] | None) -> ImageInputs | None:
         if not row:
             return None
-        from arborl.envs.images import decode_image
-
         shape = tuple(int(x) for x in row["pixel_shape"])
         return ImageInputs(
             np.asarray(row["pixel_values"], dtype=np.float32).reshape(shape),
             np.asarray(row["image_grid_thw"], dtype=np.int64).reshape(-1, 3),
-            tuple(decode_image(b) for b in row.get("pictures") or ()),
+            tuple(_png_pixels(b) for b in row.get("pictures") or ()),
         )
 
     def pil_images(self, context: str) -> list[Any]:
@@ -131,6 +129,18 @@ class ImageInputs:
                 "stored before format v8, or made by hand without ImageInputs.pictures)"
             )
         return [Image.fromarray(p) for p in self.pictures]
+
+
+def _png_pixels(data: bytes) -> np.ndarray:
+    """A stored picture's pixels as they were (no env bounds applied: they were, when shown)."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        array = np.asarray(img.convert("RGB"), dtype=np.uint8)
+    array.flags.writeable = False
+    return array
 
 
 def load_processor(path: str | Any) -> Any:

@@ -283,3 +283,14 @@ def test_a_context_rewritten_past_its_budget_keeps_each_segments_pictures(
         assert later.prompt_images.num_images >= 2
     else:
         assert any(s.metrics.get("summary") for s in segments)
+
+
+def test_a_stored_picture_reads_back_as_it_was_whatever_its_size(tmp_path):
+    """Pictures come back pixel for pixel, a wide screenshot too: the env's bounds applied when
+    it was shown, the reader applies none (the default bounds would shrink it to 1024)."""
+    rng = np.random.default_rng(0)
+    wide = rng.integers(0, 256, (20, 1300, 3), dtype=np.uint8)
+    images = ImageInputs(np.zeros((4, 8), np.float32), np.array([[1, 2, 2]]), (wide,))
+    traj = Trajectory(prompt_ids=[1, 2], prompt_images=images)
+    (back,) = read_trajectories(write_trajectories(tmp_path / "t.parquet", [traj]))
+    assert np.array_equal(back.prompt_images.pictures[0], wide)
