@@ -267,7 +267,7 @@ class TokenBudgetTrainer(Trainer):
 def config(run_dir: Path, args: argparse.Namespace, **over: Any) -> TrainConfig:
     cfg: dict[str, Any] = {
         # --vlm: the tiny Qwen2-VL, model.tiny its text half (an --init model is what it is)
-        "model": {"tiny": tiny_model(args), **({"tiny_vlm": True} if args.vlm else {})},
+        "model": {"tiny": tiny_model(args), **({"tiny_vlm": True} if getattr(args, "vlm", False) else {})},
         "tasks": {"train": args.train, "train_options": args.train_options, "eval_suite": args.suite},
         "rollout": {
             "env_id": args.env_id,

@@ -23,6 +23,7 @@ usage when ``stream_options.include_usage``, then ``[DONE]``.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import secrets
@@ -34,6 +35,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from arborl.envs.images import png_bytes
 
 from .errors import Forbidden, GatewayError, NoEpisode, error_body
 from .gateway import Gateway, Result
@@ -307,7 +310,12 @@ def make_app(gw: Gateway) -> FastAPI:
 
 
 def _as_json(traj: Any) -> dict[str, Any]:
-    """A trajectory as JSON: its fields, a VLM's pixel arrays (`ImageInputs`) as nested lists."""
-    return dataclasses.asdict(
-        traj, dict_factory=lambda kv: {k: v.tolist() if hasattr(v, "tolist") else v for k, v in kv}
-    )
+    """A trajectory as JSON: its fields, a VLM's pixel arrays (`ImageInputs`) as nested lists
+    and its pictures as PNG data URLs (the form an OpenAI image part takes)."""
+
+    def value(key: str, v: Any) -> Any:
+        if key == "pictures":
+            return [f"data:image/png;base64,{base64.b64encode(png_bytes(p) or b'').decode()}" for p in v]
+        return v.tolist() if hasattr(v, "tolist") else v
+
+    return dataclasses.asdict(traj, dict_factory=lambda kv: {k: value(k, v) for k, v in kv})

@@ -21,6 +21,7 @@ from transformers import Qwen2VLForConditionalGeneration
 
 from arborl.agents.engines import HFEngineConfig, make_engine
 from arborl.agents.vision import load_processor, model_inputs
+from arborl.envs.images import decode_image
 from arborl.tasks import get_suite
 from arborl.tasks.sokoban.game import push
 from arborl.tasks.sokoban.picture import render_image
@@ -74,6 +75,11 @@ def test_image_parts_are_recorded_token_and_pixel_exact(tiny_vlm, processor):
         as_json["turns"][0]["observation_images"]["image_grid_thw"]
         == traj.turns[0].observation_images.image_grid_thw.tolist()
     )
+    # and the pictures, as PNG data URLs: the ones the request sent
+    (url0,) = as_json["prompt_images"]["pictures"]
+    assert url0.startswith("data:image/png;base64,")
+    sent = decode_image(base64.b64decode(url0.split(",", 1)[1]))
+    assert np.array_equal(sent, traj.prompt_images.pictures[0])
     (p0, _, lp0), (p1, c1, lp1) = engine.calls
     assert traj.prompt_ids == p0 and traj.token_ids().tolist() == p1 + c1  # one append-only segment
     # the first prompt is the processor's own rendering of the first request (ids and pixels)
