@@ -148,3 +148,18 @@ def test_a_cut_through_an_image_is_refused_and_pictures_past_the_cut_are_left_ou
     old.prompt_images = ImageInputs(traj.prompt_images.pixel_values, traj.prompt_images.image_grid_thw)
     with pytest.raises(VisionError, match="pictures were not kept"):
         kept_pictures(old, ids, processor)
+
+
+def test_a_policy_that_samples_image_placeholders_is_refused_not_misaligned(episode, processor):
+    """An adversarial (or untamed) policy on a server that lets it sample the image placeholder
+    id: its reply would shift every later picture's pixels onto the wrong tokens. The episode
+    is refused with the cause named, never handed to verl misaligned."""
+    from arborl.agents.engines import EngineError
+
+    traj, _ = episode
+    image_token = processor.tokenizer.convert_tokens_to_ids(processor.image_token)
+    forged = copy.copy(traj)
+    forged.turns = [copy.copy(t) for t in traj.turns]
+    forged.turns[-1].response_ids = [*traj.turns[-1].response_ids, image_token]
+    with pytest.raises(EngineError, match="sampled a vision placeholder id"):
+        kept_pictures(forged, forged.token_ids().tolist(), processor)

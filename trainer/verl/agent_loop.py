@@ -273,6 +273,14 @@ def kept_pictures(traj: Trajectory, kept_ids: Sequence[int], processor: Any) -> 
     sizes = [int(g.prod()) // merge for g in images.image_grid_thw]
     shown = sum(1 for t in kept_ids if t == image_token)
     ends = [sum(sizes[: k + 1]) for k in range(len(sizes))]
+    if shown > ends[-1]:
+        # more placeholders than images: the policy sampled one (a server that does not take
+        # the vision ids out of its sampling, as the transformers engine does); the pixels
+        # would be misaligned, so the episode is refused rather than trained on
+        raise EngineError(
+            f"task {traj.task_id}: the sequence holds {shown} image placeholders for "
+            f"{ends[-1]} images' worth: the policy sampled a vision placeholder id"
+        )
     whole = sum(1 for e in ends if e <= shown)
     if shown != (ends[whole - 1] if whole else 0):
         raise ValueError(
