@@ -35,12 +35,13 @@ t interval. Also: RL steps and optimizer steps (PPO mini-batch updates: a tree m
 smaller steps make more of them for the same tokens), tokens generated per trajectory, the
 fraction of uniform groups (no signal for GRPO), the PPO clip fraction, RL wall clock.
 `--kl-coef` (a KL to the warm start, `--kl-type` its estimator) and `--entropy-coeff` add
-verl's loss terms; a run whose entropy explodes is stopped by the trainer's guard
+verl's loss terms, `--warmup-steps` a linear learning-rate warm-up (Adam's first steps move
+every weight by about the full rate whatever its gradient); a run whose entropy explodes is stopped by the trainer's guard
 (`run.entropy_guard`) and marked in the table.
 
     python bench/bench_learning.py [--suite tool-maze|tool-doors|tool-mix-houses|tool-cues] [--quick] [--seeds 5]
                                    [--steps 60] [--sft-steps 300]
-                                   [--kl-coef 0.001 --kl-type low_var_kl] [--entropy-coeff 0.001]
+                                   [--kl-coef 0.001 --kl-type low_var_kl] [--entropy-coeff 0.001] [--warmup-steps 10]
                                    [--init RUN_OR_MODEL] [--modes grpo,gigpo,tree+tree,tree+gigpo,oracle]
 
 Any other registered suite runs too (e.g. issue 34's `sokoban-6x6`): name its training stream
@@ -335,6 +336,7 @@ def stability(args: argparse.Namespace) -> dict[str, Any]:
         "kl_loss_coef": args.kl_coef,
         "kl_loss_type": args.kl_type,
         "entropy_coeff": args.entropy_coeff,
+        "warmup_steps": getattr(args, "warmup_steps", 0),
     }
 
 
@@ -500,12 +502,16 @@ def run_stats(metrics: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def stability_text(args: argparse.Namespace) -> str:
-    """The KL and entropy terms, as the table's header states them ('' when both are off)."""
+    """The KL and entropy terms and the learning-rate warm-up, as the table's header states
+    them ('' when all are off)."""
     kl = getattr(args, "kl_coef", 0.0)
     terms = [f"KL to the warm start {kl:g} ({args.kl_type})"] if kl else []
     if getattr(args, "entropy_coeff", 0.0):
         terms.append(f"entropy bonus {args.entropy_coeff:g}")
-    return f"Loss terms: {', '.join(terms)}. " if terms else ""
+    text = f"Loss terms: {', '.join(terms)}. " if terms else ""
+    if getattr(args, "warmup_steps", 0):
+        text += f"Learning rate warmed up over the first {args.warmup_steps} optimizer steps. "
+    return text
 
 
 def interval(diffs: list[float]) -> tuple[float, float]:
@@ -669,6 +675,13 @@ def main() -> None:
     )
     ap.add_argument(
         "--entropy-coeff", type=float, default=0.0, help="entropy bonus weight (learner.entropy_coeff)"
+    )
+    ap.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=0,
+        help="RL's learning rate rises linearly over this many optimizer steps (learner.warmup_steps; "
+        "0: the full rate from the first update)",
     )
     ap.add_argument("--samples", type=int, default=4, help="held-out samples per task")
     ap.add_argument("--eval-size", type=int, default=64)

@@ -205,6 +205,11 @@ def test_the_kl_and_entropy_flags_reach_the_learner(tmp_path: Path) -> None:
     assert (
         on.use_kl_loss and on.kl_loss_coef == 0.01 and on.kl_loss_type == "k3" and on.entropy_coeff == 0.002
     )
+    assert off.warmup_steps == 0
+    warm = bl.run_config(_bench_args(warmup_steps=10), tmp_path / "c", "warm", "gigpo", 2).learner
+    assert warm.warmup_steps == 10 and warm.lr == 1e-4  # the rate it rises to is --lr's
+    text = bl.stability_text(_bench_args(kl_coef=0.01, warmup_steps=10))
+    assert "KL to the warm start 0.01 (low_var_kl)" in text and "first 10 optimizer steps" in text
 
 
 def test_a_token_budget_run_counts_its_optimizer_steps(tmp_path: Path) -> None:
