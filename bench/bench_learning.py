@@ -204,6 +204,15 @@ SUITES: dict[str, dict[str, Any]] = {
         "demo_max_turns": 18,
         "labels": True,  # the door tool labels each turn (Turn.step_label): the oracle mode runs
     },
+    # tool-cues with each cue drawn, never named (issue 52 §7, for --vlm): the door to open is
+    # in the pixels alone; the walker's demonstrations read only the words, as on tool-cues
+    "tool-cues-image": {
+        "train": "arborl.tasks.toy.tool_cues:generate_cue_tasks",
+        "demo": "arborl.tasks.toy.tool_cues:explore_policy",
+        "max_turns": 10,
+        "demo_max_turns": 18,
+        "labels": True,
+    },
     # the control: blue opens every door whatever the cue (step credit has nothing to add)
     "tool-cues-single": {
         "train": "arborl.tasks.toy.tool_cues:generate_cue_tasks",
@@ -628,7 +637,7 @@ def main() -> None:
         "--vlm",
         action="store_true",
         help="the tiny vision-language model (model.tiny_vlm: Qwen2-VL's architecture, --model its "
-        "text half) in place of the text model, for suites that show pictures (sokoban-6x6-image)",
+        "text half) in place of the text model, for suites that show pictures (sokoban-6x6-image, tool-cues-image)",
     )
     ap.add_argument(
         "--tokenizer-text",

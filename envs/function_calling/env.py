@@ -11,6 +11,15 @@ with the task suite) and `final_answer`. The episode ends when the model calls
 part, is the answer); the task's verifier scores it: `exact`, `numeric`, `contains`, or a
 user function.
 
+Pictures (`obs_type`, `pictures`): a suite whose observations hold what only a picture should
+tell (a vision-language policy's task) names a function ``pictures(text, task) -> (text,
+images)`` that draws part of an observation's text as pictures (uint8 [H, W, 3]) and returns
+the text without it. With ``obs_type="image"`` each user or tool message the function draws
+from becomes image parts followed by the remaining text (the Qwen2-VL content format of
+`arborl.envs.images`); ``"both"`` keeps the full text beside the pictures; ``"text"`` (the
+default) shows the text as it is. Messages with nothing to draw stay strings. The state hash
+does not change with it: what the world is does not depend on how it is shown.
+
 The state hash is what the agent observes of the world: the task id, the episode's
 `ToolEpisode.state` (where host tools with state keep the world: the room a door led to),
 and the set of (tool, arguments, result) triples of the calls to tools without episode
@@ -38,6 +47,15 @@ from arborl.tasks import ToolDecl, ToolTask
 from arborl.tasks.common import load_entry_point
 
 from ..base import Step, TaskError, stable_hash
+from ..images import (
+    OBS_TYPES,
+    ImageBounds,
+    ObsType,
+    check_image_count,
+    image_part,
+    multimodal_observation_space,
+    text_part,
+)
 from ..parsers import ToolCall
 from ..tool_calling_env import ToolCallingEnv
 from ..toolbox import Tool, ToolBox, ToolResult, format_exec, function_tool
@@ -120,6 +138,9 @@ class ToolEnv(ToolCallingEnv):
         python_timeout_s: float = 30.0,
         max_output_bytes: int = 16 * 1024,
         mcp_servers: Sequence[MCPServerConfig | Mapping[str, Any]] = (),
+        obs_type: ObsType = "text",
+        pictures: str | None = None,
+        image_bounds: ImageBounds | Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         """
@@ -128,9 +149,29 @@ class ToolEnv(ToolCallingEnv):
             python_timeout_s: time limit of one `python` call (and of sandboxed task tools).
             max_output_bytes: head+tail kept of each output stream of sandboxed code.
             mcp_servers: MCP servers whose tools every episode also gets (`mcp.py`).
+            obs_type: text | image | both: what a message with pictures shows (module doc).
+            pictures: 'module:function' drawing an observation's pictures (needed unless
+                obs_type is "text").
+            image_bounds: the pictures' largest side and count per observation.
             **kwargs: see `ToolCallingEnv` (parser, ...) and `SandboxEnv` (pool, backend, ...).
         """
         super().__init__(**kwargs)
+        if obs_type not in OBS_TYPES:
+            raise ValueError(f"obs_type must be one of {OBS_TYPES}, got {obs_type!r}")
+        if obs_type != "text" and not pictures:
+            raise ValueError(
+                f"obs_type={obs_type!r} needs pictures='module:function' (a suite's function that "
+                "draws an observation's pictures from its text); without one, use obs_type='text'"
+            )
+        self.obs_type = obs_type
+        self._pictures = load_entry_point(pictures) if pictures and obs_type != "text" else None
+        self.image_bounds = (
+            image_bounds
+            if isinstance(image_bounds, ImageBounds)
+            else ImageBounds(**{"max_side": 512, "max_images": 2, **(image_bounds or {})})
+        )
+        if self._pictures is not None:
+            self.observation_space = multimodal_observation_space(self.image_bounds)
         self.system_prompt = system_prompt
         self.python_timeout_s = python_timeout_s
         self.max_output_bytes = max_output_bytes
@@ -153,10 +194,33 @@ class ToolEnv(ToolCallingEnv):
             d.name for d in task.tools if d.handler and _wants_episode(load_entry_point(d.handler))
         }
         self._episode = ToolEpisode(task)
-        return [
-            self.system_message(task.system_prompt or self.system_prompt),
-            {"role": "user", "content": task.question},
-        ]
+        return self._shown(
+            [
+                self.system_message(task.system_prompt or self.system_prompt),
+                {"role": "user", "content": task.question},
+            ]
+        )
+
+    def _shown(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`messages` as the policy is shown them: with pictures (module doc), each user or
+        tool message the suite's function draws from gets them as image parts."""
+        if self._pictures is None:
+            return messages
+        out = []
+        for m in messages:
+            content = m.get("content")
+            if m.get("role") not in ("user", "tool") or not isinstance(content, str):
+                out.append(m)
+                continue
+            text, images = self._pictures(content, self.task)
+            if not images:
+                out.append(m)
+                continue
+            words = text if self.obs_type == "image" else content
+            parts = [image_part(im, self.image_bounds) for im in images]
+            out.append({**m, "content": [*parts, text_part(words)]})
+        check_image_count(out, self.image_bounds)
+        return out
 
     async def _raw_sandbox(self) -> Sandbox:
         return (await self.get_sandbox()).raw
@@ -174,6 +238,15 @@ class ToolEnv(ToolCallingEnv):
         step = await super().on_step(action)
         if self._episode.step_label is not None:
             step.info["step_label"] = float(self._episode.step_label)
+        if self._pictures is not None:
+            messages = (
+                [{"role": step.role, "content": step.observation}]
+                if isinstance(step.observation, str)
+                else [dict(m) for m in step.observation]
+            )
+            shown = self._shown(messages)
+            if any(a is not b for a, b in zip(shown, messages, strict=True)):  # something drawn
+                step.observation = shown
         return step
 
     def _answered(self, answer: str) -> Step:

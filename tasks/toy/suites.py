@@ -86,3 +86,17 @@ register_suite(
         tags=("tool", "multi-turn"),
     )
 )
+register_suite(
+    Suite(
+        "tool-cues-image",
+        "arborl/Tool-v0",
+        "arborl.tasks.toy.tool_cues:load_suite",
+        description="tool-cues for a vision-language policy: each room's cue is drawn in a picture and "
+        "not named, so the door to open is in the pixels alone",
+        gold="arborl.tasks.toy.tool_cues:gold_policy",
+        empty="arborl.tasks.toy.tool_cues:empty_policy",
+        max_turns=10,
+        env_kwargs={"obs_type": "image", "pictures": "arborl.tasks.toy.tool_cues:cue_pictures"},
+        tags=("tool", "multi-turn", "vision"),
+    )
+)

@@ -47,9 +47,17 @@ right door, -1 for a locked one (a reply with several calls keeps the lowest), a
 env reports it as the step's ``info["step_label"]`` (`Turn.step_label`). The label is not
 part of the state: `episode.state` holds the room only.
 
+`tool-cues-image` is tool-cues for a vision-language policy: the same houses, rule and tool,
+on `arborl/Tool-v0` with ``obs_type="image"`` and `cue_pictures`, so the words say only that
+"a shape is painted on the wall" and the shape is in a picture beside them (a circle, a
+triangle or a square, each in its own colour: `PICTURE_COLOURS`). The cue, the one thing the
+right door depends on, is then in the pixels alone: a text policy cannot do better than the
+walker there, and a policy that learns to read the picture can do as well as on tool-cues.
+
 - `load_suite(single=False)`: the 64 evaluation houses, fixed (per suite).
 - `generate_cue_tasks(n, seed, single=False)`: a training stream, never an evaluation house.
 - `gold_policy`, `empty_policy`, `explore_policy`; `door` (the tool's host function).
+- `cue_pictures` (tool-cues-image's `pictures`), `draw_cue`.
 """
 
 from __future__ import annotations
@@ -59,6 +67,8 @@ import random
 import re
 import string
 from typing import Any, Protocol
+
+import numpy as np
 
 from ..common import HostToolEpisode, Policy
 from ..stream import draw_unseen
@@ -96,6 +106,11 @@ _CODE = re.compile(r"the code is (\d+)")
 _ROOM = re.compile(r"room ([A-Z]):")
 _LOCKED = re.compile(r"^The (\w+) door is locked\.")
 _DOORS = "A red door, a blue door and a green door."
+_CUE = re.compile(r"\ba (circle|triangle|square) is painted on the wall\b")
+#: The fill of each cue's picture: colours that are not the doors' (the picture says which
+#: shape, not which door), on a grey wall.
+PICTURE_COLOURS = {"circle": (230, 200, 40), "triangle": (40, 200, 220), "square": (200, 40, 200)}
+PICTURE_PX = 56  # 2 x 2 of Qwen2-VL's 28-pixel merged patches: four image tokens a picture
 
 
 class LabelledEpisode(HostToolEpisode, Protocol):
@@ -196,9 +211,46 @@ def generate_cue_tasks(n: int, seed: int = 0, single: bool = False) -> list[Tool
     return [_task(f"{name}-train/s{seed}-{i:06d}", h, single) for i, h in enumerate(houses)]
 
 
+# ---- pictures (tool-cues-image) ----------------------------------------------------------
+def draw_cue(shape: str, px: int = PICTURE_PX) -> np.ndarray:
+    """The picture of a cue: `shape` filled in its colour on a grey wall, uint8 [px, px, 3]."""
+    y, x = np.mgrid[0:px, 0:px] + 0.5
+    c, r = px / 2, px * 0.35
+    if shape == "circle":
+        inside = (x - c) ** 2 + (y - c) ** 2 <= r**2
+    elif shape == "square":
+        inside = (abs(x - c) <= r * 0.85) & (abs(y - c) <= r * 0.85)
+    elif shape == "triangle":  # apex up: the half-width grows linearly from the apex to the base
+        top, base = c - r, c + r * 0.8
+        inside = (y >= top) & (y <= base) & (abs(x - c) <= (y - top) / (base - top) * r)
+    else:
+        raise ValueError(f"no picture of a {shape!r}: one of {', '.join(CUES)}")
+    img = np.full((px, px, 3), 128, dtype=np.uint8)
+    img[inside] = PICTURE_COLOURS[shape]
+    return img
+
+
+def cue_pictures(text: str, task: Any = None) -> tuple[str, list[np.ndarray]]:
+    """`tool-cues-image`'s pictures (`arborl/Tool-v0`'s ``pictures``): the cue a room's
+    description names, drawn, and the text saying only that a shape is painted there."""
+    found = _CUE.search(text)
+    if not found:
+        return text, []
+    return _CUE.sub("a shape is painted on the wall (the picture)", text), [draw_cue(found.group(1))]
+
+
 # ---- scripted policies ------------------------------------------------------------------
+def _words(content: Any) -> str:
+    """A message's text (its text parts when it also shows pictures)."""
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return str(content or "")
+
+
 def _seen(messages: list[dict[str, Any]]) -> list[str]:
-    return [str(m.get("content", "")) for m in messages if m.get("role") in ("user", "tool")]
+    return [_words(m.get("content")) for m in messages if m.get("role") in ("user", "tool")]
 
 
 def _locked_here(seen: list[str]) -> set[str]:

@@ -66,6 +66,7 @@ SHIPPED = {
         "tool-mix-houses",
         "tool-cues",
         "tool-cues-single",
+        "tool-cues-image",
     },
     "web": {"web-mini", "web-miniwob", "web-miniwob-all"},
     "textworld": {"textworld-coin", "textworld-treasure", "textworld-cooking", "textworld-simple"},
