@@ -126,18 +126,21 @@ class Episode:
     replies: dict[str, str] = field(default_factory=dict)
     reward: float | None = None
 
-    def record(self, call: Call, tail_text: str) -> int:
-        """Add a call to the segment it extends (the longest tail), else to a new one."""
+    def record(self, call: Call, tail_text: Callable[[Segment | None], str]) -> int:
+        """Add a call to the segment it extends (the longest tail), else to a new one;
+        `tail_text(segment)` decodes the call's prompt and completion, given the segment it
+        extends (None: a new one), whose decoded tail it may extend."""
         best, best_len = -1, -1
         for i, seg in enumerate(self.segments):
             if seg.extended_by(call.prompt_ids, call.images) and len(seg.tail) > best_len:
                 best, best_len = i, len(seg.tail)
+        text = tail_text(self.segments[best] if best >= 0 else None)
         if best < 0:
             self.segments.append(Segment())
             best = len(self.segments) - 1
         seg = self.segments[best]
         seg.calls.append(call)
-        seg.tail_text = tail_text
+        seg.tail_text = text
         return best
 
     def trajectories(self) -> list[Trajectory]:

@@ -22,12 +22,13 @@ from arborl.envs.parsers import get_parser
 from ..engines import EngineError, Generation, InferenceEngine, SamplingParams
 from ..trajectory import Trajectory
 from ..vision import ImageEncoder, ImageInputs, expand_placeholders, is_processor
-from .episodes import Call, Episode, EpisodeStore
+from .episodes import Call, Episode, EpisodeStore, Segment
 from .errors import BadRequest, EngineFailed
 from .prompts import (
     completion_text,
     decode,
     encode,
+    extend_decoded,
     parse_reply,
     render_chat,
     reply_key,
@@ -161,7 +162,14 @@ class Gateway:
             latency_s=gen.latency_s,
             images=images,
         )
-        tail_text = decode(self.tokenizer, prompt + call.completion_ids)
+
+        def tail_text(seg: Segment | None) -> str:
+            if seg is None:  # a new segment: its whole text
+                return decode(self.tokenizer, prompt + call.completion_ids)
+            tail = seg.tail
+            return extend_decoded(
+                self.tokenizer, seg.tail_text, tail, prompt[len(tail) :] + call.completion_ids
+            )
 
         def record(ep: Episode) -> None:
             ep.record(call, tail_text)

@@ -34,6 +34,40 @@ def decode(tokenizer: Any, ids: Sequence[int]) -> str:
     return str(tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False))
 
 
+#: Ids before the new ones that `extend_decoded` decodes again: enough for a tokenizer's
+#: decoder to see the same context at the seam (a byte-level BPE needs none; a SentencePiece
+#: decoder's leading space is decided by the first id alone).
+SEAM = 8
+
+
+def extend_decoded(tokenizer: Any, text: str, ids: Sequence[int], more: Sequence[int]) -> str:
+    """``decode(ids + more)``, given ``text == decode(ids)``, in time for `more` alone.
+
+    A call through the gateway extends its segment's tail; decoding the whole tail again each
+    call would cost time in the length of the context (a SWE episode's 30k tokens: ms a call).
+    Here the last `SEAM` ids of `ids` (4 x as many where they start inside a character) are
+    decoded with `more` and the part after their own decoding is appended: exact where the
+    seam falls between characters (UTF-8 decoding is then a concatenation). Where it may not
+    (a text ending in U+FFFD, the replacement of a character cut in two; a seam whose decoding
+    is not a prefix of the longer one's, or not the end of `text`), the whole is decoded as
+    before.
+    """
+    if not more:
+        return text
+    if not ids or not text or text.endswith("\ufffd"):
+        return decode(tokenizer, [*ids, *more])
+    for width in (SEAM, 4 * SEAM):  # wider where the seam starts inside a character (emoji: 4 ids)
+        seam = list(ids[-width:])
+        head = decode(tokenizer, seam)
+        if head.startswith("\ufffd") and width < len(ids):
+            continue
+        both = decode(tokenizer, [*seam, *more])
+        if head and not head.endswith("\ufffd") and both.startswith(head) and text.endswith(head):
+            return text + both[len(head) :]
+        break
+    return decode(tokenizer, [*ids, *more])
+
+
 def encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False)) if text else []
 
