@@ -39,7 +39,7 @@ def metaspace_tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
 
 
-def check_every_split(tok, rng: random.Random, trials: int = 300) -> int:
+def check_every_split(tok, rng: random.Random, trials: int = 1000) -> int:
     """extend_decoded against the whole decode on random id sequences and split points; how
     many took the seam (did not decode the whole again)."""
     vocab, specials = len(tok), list(tok.all_special_ids)
@@ -49,7 +49,8 @@ def check_every_split(tok, rng: random.Random, trials: int = 300) -> int:
     for _ in range(trials):
         words = "".join(rng.choice(TEXTS) for _ in range(rng.randint(1, 4)))
         ids = tok.encode(words, add_special_tokens=False)
-        ids = [rng.randrange(vocab) if rng.random() < 0.15 else i for i in ids]  # odd ids: cut characters
+        odd = 1.0 if rng.random() < 0.2 else 0.15  # a policy may write any ids: some all random
+        ids = [rng.randrange(vocab) if rng.random() < odd else i for i in ids]  # odd ids: cut characters
         if specials and rng.random() < 0.5:
             ids.insert(rng.randrange(len(ids) + 1), rng.choice(specials))
         cut = rng.randrange(len(ids) + 1)
@@ -74,7 +75,7 @@ def check_every_split(tok, rng: random.Random, trials: int = 300) -> int:
 
 def test_byte_level_bpe_decodes_the_same_and_mostly_at_the_seam(tok):
     seamed = check_every_split(tok, random.Random(0))
-    assert seamed > 150  # the shortcut is taken, not only the fallback
+    assert seamed > 500  # the shortcut is taken, not only the fallback
 
 
 def test_a_metaspace_decoder_decodes_the_same():
@@ -83,7 +84,7 @@ def test_a_metaspace_decoder_decodes_the_same():
         decode(tok, tok.encode(" hello world", add_special_tokens=False)) == "hello world"
     )  # the first space
     seamed = check_every_split(tok, random.Random(1))
-    assert seamed > 150
+    assert seamed > 500
 
 
 def test_an_episode_decodes_only_new_ids_each_call(hf, tok):
