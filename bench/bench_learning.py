@@ -213,6 +213,14 @@ SUITES: dict[str, dict[str, Any]] = {
         "demo_max_turns": 18,
         "labels": True,
     },
+    # its control: every picture the bare wall (no policy can beat the walker)
+    "tool-cues-image-blank": {
+        "train": "arborl.tasks.toy.tool_cues:generate_cue_tasks",
+        "demo": "arborl.tasks.toy.tool_cues:explore_policy",
+        "max_turns": 10,
+        "demo_max_turns": 18,
+        "labels": True,
+    },
     # the control: blue opens every door whatever the cue (step credit has nothing to add)
     "tool-cues-single": {
         "train": "arborl.tasks.toy.tool_cues:generate_cue_tasks",

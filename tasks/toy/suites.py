@@ -100,3 +100,17 @@ register_suite(
         tags=("tool", "multi-turn", "vision"),
     )
 )
+register_suite(
+    Suite(
+        "tool-cues-image-blank",
+        "arborl/Tool-v0",
+        "arborl.tasks.toy.tool_cues:load_suite",
+        description="tool-cues-image's control: every picture is the bare wall, so nothing tells the "
+        "doors apart (no policy beats the random walker)",
+        gold="arborl.tasks.toy.tool_cues:gold_policy",
+        empty="arborl.tasks.toy.tool_cues:empty_policy",
+        max_turns=10,
+        env_kwargs={"obs_type": "image", "pictures": "arborl.tasks.toy.tool_cues:blank_pictures"},
+        tags=("tool", "multi-turn", "vision"),
+    )
+)

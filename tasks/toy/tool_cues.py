@@ -57,7 +57,9 @@ walker there, and a policy that learns to read the picture can do as well as on 
 - `load_suite(single=False)`: the 64 evaluation houses, fixed (per suite).
 - `generate_cue_tasks(n, seed, single=False)`: a training stream, never an evaluation house.
 - `gold_policy`, `empty_policy`, `explore_policy`; `door` (the tool's host function).
-- `cue_pictures` (tool-cues-image's `pictures`), `draw_cue`.
+- `cue_pictures` (tool-cues-image's `pictures`), `draw_cue`; `blank_pictures`, the control
+  `tool-cues-image-blank`: the same words and a bare wall in every picture (no policy beats
+  the walker there, so a gain on tool-cues-image over it is the pictures' doing).
 """
 
 from __future__ import annotations
@@ -237,6 +239,16 @@ def cue_pictures(text: str, task: Any = None) -> tuple[str, list[np.ndarray]]:
     if not found:
         return text, []
     return _CUE.sub("a shape is painted on the wall (the picture)", text), [draw_cue(found.group(1))]
+
+
+def blank_pictures(text: str, task: Any = None) -> tuple[str, list[np.ndarray]]:
+    """`tool-cues-image-blank`'s pictures, the control: the same words as `cue_pictures` and a
+    picture of the bare wall whatever the cue, so nothing tells the doors apart."""
+    found = _CUE.search(text)
+    if not found:
+        return text, []
+    blank = np.full((PICTURE_PX, PICTURE_PX, 3), 128, dtype=np.uint8)
+    return _CUE.sub("a shape is painted on the wall (the picture)", text), [blank]
 
 
 # ---- scripted policies ------------------------------------------------------------------

@@ -67,6 +67,7 @@ SHIPPED = {
         "tool-cues",
         "tool-cues-single",
         "tool-cues-image",
+        "tool-cues-image-blank",
     },
     "web": {"web-mini", "web-miniwob", "web-miniwob-all"},
     "textworld": {"textworld-coin", "textworld-treasure", "textworld-cooking", "textworld-simple"},

@@ -179,3 +179,17 @@ def test_the_tiny_vlm_takes_a_tool_results_picture(tiny_vlm):
 
     (gen,) = asyncio.run(generate())
     assert len(gen.token_ids) == 4 and all(np.isfinite(gen.logprobs))
+
+
+def test_the_blank_control_shows_the_same_words_and_one_bare_wall():
+    suite = get_suite("tool-cues-image-blank")
+    tasks = suite.tasks()
+    assert [t.id for t in tasks] == [t.id for t in get_suite("tool-cues-image").tasks()]  # the same houses
+    gold = _episodes(tasks[:16], tc.gold_policy, **suite.env_kwargs)
+    assert [e.total_reward for e in gold] == [1.0] * 16  # the env plays the same; only the view is bare
+    cued = _episodes(tasks[:16], tc.gold_policy, **KWARGS)
+    for blank_ep, cued_ep in zip(gold, cued, strict=True):
+        blank, shown = _shown(blank_ep), _shown(cued_ep)
+        assert [t for t, _ in blank] == [t for t, _ in shown]  # word for word
+        pics = [p for _, ps in blank for p in ps]
+        assert len(pics) == tc.ROOMS and all((p == 128).all() for p in pics)
