@@ -105,7 +105,7 @@ async def bench_backend(backend: SandboxBackend, quick: bool) -> list[tuple[str,
     big = SandboxSpec(files={f"/workspace/repo/pkg{i // 100}/m{i}.py": f"X = {i}\n" for i in range(2000)})
     big_reset: list[float] = []
     mmap_write = (
-        "python3 -c 'import mmap,os;m=mmap.mmap(os.open(\"repo/pkg3/m300.py\",os.O_RDWR),0);"
+        'python3 -c \'import mmap,os;m=mmap.mmap(os.open("repo/pkg3/m300.py",os.O_RDWR),0);'
         'm[:];m[:]=m[:].replace(b"300",b"999")\''
     )
     config = PoolConfig(max_size=1, health_interval_s=0, reap_on_start=False)
