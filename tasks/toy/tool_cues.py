@@ -112,7 +112,8 @@ _CUE = re.compile(r"\ba (circle|triangle|square) is painted on the wall\b")
 #: The fill of each cue's picture: colours that are not the doors' (the picture says which
 #: shape, not which door), on a grey wall.
 PICTURE_COLOURS = {"circle": (230, 200, 40), "triangle": (40, 200, 220), "square": (200, 40, 200)}
-PICTURE_PX = 56  # 2 x 2 of Qwen2-VL's 28-pixel merged patches: 4 image tokens (the tiny VLM's 4 px patches: 49)
+# 2 x 2 of Qwen2-VL's 28-pixel merged patches: 4 image tokens (the tiny VLM's 4 px patches: 49)
+PICTURE_PX = 56
 
 
 class LabelledEpisode(HostToolEpisode, Protocol):
