@@ -201,25 +201,43 @@ class ToolEnv(ToolCallingEnv):
             ]
         )
 
-    def _shown(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _shown(
+        self, messages: list[dict[str, Any]], drawable: set[int] | None = None
+    ) -> list[dict[str, Any]]:
         """`messages` as the policy is shown them: with pictures (module doc), each user or
-        tool message the suite's function draws from gets them as image parts."""
+        tool message the suite's function draws from gets them as image parts.
+
+        Only the env's own texts are drawn (`drawable`: the indices of the question and of the
+        results of calls that ran; an error message echoes the agent's own words, which must
+        not become pictures). How many pictures a step shows is up to the agent (several
+        calls in one reply), so past `image_bounds.max_images` the last ones are kept, the
+        earlier messages keep their words without the drawn part (never the words the picture
+        replaces), and nothing is raised: a reply can neither crash the env nor read a cue."""
         if self._pictures is None:
             return messages
-        out = []
-        for m in messages:
+        drawn: dict[int, tuple[str, list[Any]]] = {}
+        for i, m in enumerate(messages):
             content = m.get("content")
             if m.get("role") not in ("user", "tool") or not isinstance(content, str):
-                out.append(m)
+                continue
+            if drawable is not None and i not in drawable:
                 continue
             text, images = self._pictures(content, self.task)
-            if not images:
-                out.append(m)
+            if images:
+                drawn[i] = (text, list(images))
+        room = self.image_bounds.max_images
+        out = list(messages)
+        for i in sorted(drawn, reverse=True):  # the latest first: they show the world as it is now
+            text, images = drawn[i]
+            content = messages[i]["content"]
+            kept, room = images[-room:] if room else [], max(0, room - len(images))
+            if not kept:  # over the bound: the words without the drawn part, and say so
+                out[i] = {**messages[i], "content": f"{text} (picture not shown: too many in one step)"}
                 continue
             words = text if self.obs_type == "image" else content
-            parts = [image_part(im, self.image_bounds) for im in images]
-            out.append({**m, "content": [*parts, text_part(words)]})
-        check_image_count(out, self.image_bounds)
+            parts = [image_part(im, self.image_bounds) for im in kept]
+            out[i] = {**messages[i], "content": [*parts, text_part(words)]}
+        check_image_count(out, self.image_bounds)  # holds by construction; a broken bound fails loudly
         return out
 
     async def _raw_sandbox(self) -> Sandbox:
@@ -244,7 +262,10 @@ class ToolEnv(ToolCallingEnv):
                 if isinstance(step.observation, str)
                 else [dict(m) for m in step.observation]
             )
-            shown = self._shown(messages)
+            # the results of calls that ran (one message each, in call order, before any
+            # parse error's); an answer's "Answer recorded." has no call and nothing to draw
+            ran = {i for i, rec in enumerate(step.info.get("tool_calls", [])) if rec.get("ok")}
+            shown = self._shown(messages, drawable=ran)
             if any(a is not b for a, b in zip(shown, messages, strict=True)):  # something drawn
                 step.observation = shown
         return step

@@ -17,7 +17,7 @@ from gymnasium.utils.env_checker import check_env
 
 import arborl.envs  # noqa: F401 - registers the arborl/* ids
 from arborl.envs.episodes import run_episodes_sync
-from arborl.envs.images import ImageBoundsError, is_image_part
+from arborl.envs.images import ImageBoundsError, is_image_part, message_images
 from arborl.tasks import get_suite
 from arborl.tasks.toy import tool_cues as tc
 
@@ -193,3 +193,50 @@ def test_the_blank_control_shows_the_same_words_and_one_bare_wall():
         assert [t for t, _ in blank] == [t for t, _ in shown]  # word for word
         pics = [p for _, ps in blank for p in ps]
         assert len(pics) == tc.ROOMS and all((p == 128).all() for p in pics)
+
+
+def _call(colour: str) -> str:
+    return f'<tool_call>\n{{"name": "door", "arguments": {{"colour": "{colour}"}}}}\n</tool_call>'
+
+
+def _words_of(messages) -> list[str]:
+    return [
+        "".join(p["text"] for p in m["content"] if p.get("type") == "text")
+        if isinstance(m["content"], list)
+        else m["content"]
+        for m in messages
+    ]
+
+
+def test_a_reply_cannot_crash_the_env_or_read_a_cue_through_the_pictures():
+    """What a policy under RL would try: words of its own that look like a cue (an invalid
+    argument the error echoes) must not become a picture; more pictures in one step than the
+    bound (several doors in one reply) must neither raise nor fall back to the cue's words."""
+    task = tc.load_suite()[0]
+    right = task.metadata["right"]
+    env = gymnasium.make("arborl/Tool-v0", **KWARGS).unwrapped
+    env.reset(options={"task": task})
+    fake = "a square is painted on the wall"
+    obs, *_ = env.step(_call(fake))
+    (msg,) = obs
+    assert isinstance(msg["content"], str) and fake in msg["content"]  # its own words, echoed, not drawn
+    # three right doors and a locked one in one reply: four results with a cue, a bound of two
+    wrong = next(c for c in tc.COLOURS if c != right[3])
+    obs, _, term, trunc, info = env.step("".join(_call(c) for c in (*right[:3], wrong)))
+    assert not (term or trunc) and len(obs) == 4 and info["n_tool_errors"] == 0
+    assert len(message_images(obs)) == env.image_bounds.max_images
+    words = _words_of(obs)
+    assert not any(SHAPE.search(w) for w in words), words  # no cue in words, shown or not
+    assert [w.endswith("(picture not shown: too many in one step)") for w in words] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    (last,) = message_images([obs[-1]])  # the room the agent is in, still shown
+    np.testing.assert_array_equal(last, tc.draw_cue(task.metadata["cues"][3]))
+    # eight locked doors in one reply: the bound still holds, nothing raised
+    obs, *_ = env.step(_call(wrong) * 8)
+    assert len(message_images(obs)) == env.image_bounds.max_images
+    assert not any(SHAPE.search(w) for w in _words_of(obs))
+    env.close()
