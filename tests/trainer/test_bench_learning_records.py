@@ -128,6 +128,8 @@ def test_the_report_pairs_the_recorded_seeds(tmp_path: Path, monkeypatch: pytest
     half = 4.303 * (sum((d - mean) ** 2 for d in diffs) / 2) ** 0.5 / 3**0.5  # t(0.975, 2 df)
     assert f"+{mean:.1%} ({mean - half:+.1%} to {mean + half:+.1%})" in table
     assert "| grpo | 3 | 10.0% → **29.2%** |" in table
+    # each run logged entropies 1, 1/2, 1/3: first and last five steps are all three
+    assert "| 0.61 → 0.61 (highest 0.61) |" in table
     assert (tmp_path / "docs" / "trainer-learning-modes-t.png").stat().st_size > 0
 
 
@@ -165,6 +167,8 @@ def test_a_record_from_before_optimizer_steps_loads_and_the_table_says_so(
     assert "| RL steps | optimizer steps |" in table
     assert "| 30 | — | 200.0k |" in table  # the old record: steps kept, optimizer steps unknown
     assert "| 50%† |" in table and "| 3 | 5 |" in table
+    assert "token entropy (nats), first → last 5 steps" in table
+    assert "| — |" in table  # the old record logged no entropy; the gigpo run's is shown alone
     assert "each seed its own stream" in table
 
 
