@@ -63,6 +63,32 @@ def test_a_run_warm_starts_trains_and_records_everything(tmp_path, mode):
     assert png.stat().st_size > 10_000 and "training report" in page.read_text()
 
 
+def test_demonstrations_the_context_cut_are_named_when_left_out(tmp_path, caplog):
+    """A demonstration that does not fit `rollout.max_context_tokens` fails its task through
+    the config, not the policy, and leaving it out keeps the short ones (a bias): the warning
+    says how many were cut and which option keeps them."""
+    from arborl.trainer.local.progress import Progress
+    from arborl.trainer.local.run_context import RunContext
+    from arborl.trainer.local.warm_start import WarmStart
+
+    async def collect(limit):
+        ctx = RunContext(config(tmp_path / str(limit), rollout={"max_context_tokens": limit}), Progress())
+        ctx.open()
+        try:
+            return await WarmStart(ctx).demonstrations()
+        finally:
+            await ctx.close()
+
+    with caplog.at_level("WARNING"):
+        assert asyncio.run(collect(150)) == []  # the arith gold's two turns need ~200 tokens
+    assert "8 of 8 demonstrations failed their task (8 of them cut by the context" in caplog.text
+    assert "rollout.max_context_tokens=150" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert len(asyncio.run(collect(400))) == 8
+    assert "failed their task" not in caplog.text
+
+
 def test_a_run_directory_is_not_overwritten(tmp_path):
     cfg = config(tmp_path / "r", sft={"steps": 0}, run={"steps": 1, "resume": False})
     asyncio.run(Trainer(cfg).run())

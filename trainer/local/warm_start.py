@@ -98,10 +98,25 @@ class WarmStart:
             episodes = await agent.run_episodes(ctx.env_factory, tasks, demo=gold, concurrency=16)
         solved = [e for e in episodes if ctx.suite.success(e.trajectory.outcome_reward)]
         if len(solved) < len(episodes):
+            # a demonstration cut by the context is the config's doing, not the policy's, and
+            # dropping it keeps the short ones: a bias the warning must name
+            cut = sum(
+                e.trajectory.truncation == "context_overflow"
+                for e in episodes
+                if not ctx.suite.success(e.trajectory.outcome_reward)
+            )
+            why = (
+                f" ({cut} of them cut by the context, rollout.max_context_tokens="
+                f"{ctx.cfg.rollout.max_context_tokens}: the longer demonstrations are the ones "
+                "lost; raise it to keep them)"
+                if cut
+                else ""
+            )
             log.warning(
-                "%d of %d demonstrations failed their task; left out",
+                "%d of %d demonstrations failed their task%s; left out",
                 len(episodes) - len(solved),
                 len(episodes),
+                why,
             )
         # every segment of a long episode; a summary is the policy's text, not the gold's
         demos = [t for e in solved for t in e.segments if not t.metrics.get("summary")]
