@@ -430,6 +430,7 @@ def warm_start(args: argparse.Namespace) -> str:
         "steps": args.sft_steps,
         "demos": 200 if args.quick else 4000,
         "batch_size": args.sft_batch,
+        "micro_batch_size": getattr(args, "sft_micro_batch", None),
         "lr": args.sft_lr,
         "env_weight": args.sft_env_weight,
         "gold": args.demo,
@@ -666,6 +667,13 @@ def main() -> None:
     ap.add_argument("--sft-steps", type=int, default=300)
     ap.add_argument("--sft-batch", type=int, default=32)
     ap.add_argument("--sft-lr", type=float, default=1e-3)
+    ap.add_argument(
+        "--sft-micro-batch",
+        type=int,
+        default=None,
+        help="demonstrations per SFT forward (sft.micro_batch_size; default the whole --sft-batch): "
+        "lower it where long demonstrations with pictures do not fit in memory",
+    )
     ap.add_argument(
         "--sft-env-weight",
         type=float,

@@ -89,6 +89,25 @@ def test_demonstrations_the_context_cut_are_named_when_left_out(tmp_path, caplog
     assert "failed their task" not in caplog.text
 
 
+def test_the_warm_starts_micro_batch_reaches_its_learner(tmp_path, monkeypatch):
+    """`sft.micro_batch_size` splits each SFT batch's forward (test_learner: micro-batching does
+    not change the gradient); unset, the whole batch goes at once, as before."""
+    import arborl.trainer.local.warm_start as ws
+
+    made = []
+
+    class Capturing(ws.Learner):
+        def __init__(self, model, cfg, **kw):
+            made.append(cfg.micro_batch_size)
+            super().__init__(model, cfg, **kw)
+
+    monkeypatch.setattr(ws, "Learner", Capturing)
+    for name, sft in (("whole", {}), ("split", {"micro_batch_size": 2})):
+        cfg = config(tmp_path / name, sft={"steps": 1, **sft}, run={"steps": 0})
+        asyncio.run(Trainer(cfg).run())
+    assert made == [4, 2]  # arith's sft.batch_size is 4
+
+
 def test_a_run_directory_is_not_overwritten(tmp_path):
     cfg = config(tmp_path / "r", sft={"steps": 0}, run={"steps": 1, "resume": False})
     asyncio.run(Trainer(cfg).run())

@@ -252,6 +252,13 @@ class SFTConfig(_Strict):
     steps: int = Field(0, ge=0, description="warm-start steps on scripted demonstrations (0: none)")
     demos: int = Field(2000, ge=1, description="demonstration episodes collected")
     batch_size: int = Field(32, ge=1)
+    micro_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="demonstrations per forward/backward (their gradients add up to the batch's; "
+        "None: the whole batch at once). Lower it for long demonstrations with pictures, whose "
+        "activations grow with the batch's tokens",
+    )
     lr: float = Field(1e-3, gt=0)
     env_weight: float = Field(
         0.0,

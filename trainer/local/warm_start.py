@@ -62,7 +62,7 @@ class WarmStart:
                 warmup_steps=min(20, sft.steps // 10),
                 schedule="cosine",
                 total_steps=sft.steps,
-                micro_batch_size=sft.batch_size,
+                micro_batch_size=sft.micro_batch_size or sft.batch_size,
             ),
         )
         pacer = Pacer(
