@@ -179,6 +179,14 @@ def outputs(tag: str) -> tuple[Path, Path]:
 TREE = {"leaves": 8, "roots": 2}
 # the suites it runs on: their training streams (with generator options) and the warm
 # start's demonstrator (with the demonstrations' own stream options)
+# the cued houses' stream and walker, shared by their suites (the suite names the env's view)
+_CUES: dict[str, Any] = {
+    "train": "arborl.tasks.toy.tool_cues:generate_cue_tasks",
+    "demo": "arborl.tasks.toy.tool_cues:explore_policy",
+    "max_turns": 10,
+    "demo_max_turns": 18,
+    "labels": True,  # the door tool labels each turn (Turn.step_label): the oracle mode runs
+}
 SUITES: dict[str, dict[str, Any]] = {
     "tool-maze": {
         "train": "arborl.tasks.toy.tool_maze:generate_maze_tasks",
@@ -197,39 +205,14 @@ SUITES: dict[str, dict[str, Any]] = {
     },
     # issue 50's houses of cued rooms: six doors to find, four wrong ones tolerated; the walker
     # opens a random unlocked door (18 turns: it always finishes, none of its walks filtered)
-    "tool-cues": {
-        "train": "arborl.tasks.toy.tool_cues:generate_cue_tasks",
-        "demo": "arborl.tasks.toy.tool_cues:explore_policy",
-        "max_turns": 10,
-        "demo_max_turns": 18,
-        "labels": True,  # the door tool labels each turn (Turn.step_label): the oracle mode runs
-    },
+    "tool-cues": _CUES,
     # tool-cues with each cue drawn, never named (issue 52 §7, for --vlm): the door to open is
     # in the pixels alone; the walker's demonstrations read only the words, as on tool-cues
-    "tool-cues-image": {
-        "train": "arborl.tasks.toy.tool_cues:generate_cue_tasks",
-        "demo": "arborl.tasks.toy.tool_cues:explore_policy",
-        "max_turns": 10,
-        "demo_max_turns": 18,
-        "labels": True,
-    },
+    "tool-cues-image": _CUES,
     # its control: every picture the bare wall (no policy can beat the walker)
-    "tool-cues-image-blank": {
-        "train": "arborl.tasks.toy.tool_cues:generate_cue_tasks",
-        "demo": "arborl.tasks.toy.tool_cues:explore_policy",
-        "max_turns": 10,
-        "demo_max_turns": 18,
-        "labels": True,
-    },
+    "tool-cues-image-blank": _CUES,
     # the control: blue opens every door whatever the cue (step credit has nothing to add)
-    "tool-cues-single": {
-        "train": "arborl.tasks.toy.tool_cues:generate_cue_tasks",
-        "options": {"single": True},
-        "demo": "arborl.tasks.toy.tool_cues:explore_policy",
-        "max_turns": 10,
-        "demo_max_turns": 18,
-        "labels": True,  # the door tool labels each turn (Turn.step_label): the oracle mode runs
-    },
+    "tool-cues-single": {**_CUES, "options": {"single": True}},
 }
 MODES: dict[str, dict[str, Any]] = {
     "grpo": {"algorithm": {"estimator": "grpo"}},
