@@ -42,6 +42,16 @@ class Policy(Protocol):
 PolicyFactory = Callable[[Task], Policy]
 
 
+def content_text(content: Any) -> str:
+    """What a scripted policy reads of a message's content: the string, or the text parts of
+    a list of parts (an env that shows pictures) joined."""
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return str(content or "")
+
+
 class HostToolEpisode(Protocol):
     """What a host tool that asks for it (a parameter named `episode`) is given: the task and
     a dict that lives as long as the episode, for tools with state (a door that moves the

@@ -72,7 +72,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..common import HostToolEpisode, Policy
+from ..common import HostToolEpisode, Policy, content_text
 from ..stream import draw_unseen
 from ..task_types import ToolDecl, ToolTask
 from .tool_mini import tool_call
@@ -245,25 +245,13 @@ def cue_pictures(text: str, task: Any = None) -> tuple[str, list[np.ndarray]]:
 def blank_pictures(text: str, task: Any = None) -> tuple[str, list[np.ndarray]]:
     """`tool-cues-image-blank`'s pictures, the control: the same words as `cue_pictures` and a
     picture of the bare wall whatever the cue, so nothing tells the doors apart."""
-    found = _CUE.search(text)
-    if not found:
-        return text, []
-    blank = np.full((PICTURE_PX, PICTURE_PX, 3), 128, dtype=np.uint8)
-    return _CUE.sub("a shape is painted on the wall (the picture)", text), [blank]
+    words, drawn = cue_pictures(text, task)
+    return words, [np.full_like(p, 128) for p in drawn]
 
 
 # ---- scripted policies ------------------------------------------------------------------
-def _words(content: Any) -> str:
-    """A message's text (its text parts when it also shows pictures)."""
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
-        )
-    return str(content or "")
-
-
 def _seen(messages: list[dict[str, Any]]) -> list[str]:
-    return [_words(m.get("content")) for m in messages if m.get("role") in ("user", "tool")]
+    return [content_text(m.get("content")) for m in messages if m.get("role") in ("user", "tool")]
 
 
 def _locked_here(seen: list[str]) -> set[str]:

@@ -19,6 +19,7 @@ import arborl.envs  # noqa: F401 - registers the arborl/* ids
 from arborl.envs.episodes import run_episodes_sync
 from arborl.envs.images import ImageBoundsError, is_image_part, message_images
 from arborl.tasks import get_suite
+from arborl.tasks.common import content_text
 from arborl.tasks.toy import tool_cues as tc
 
 SHAPE = re.compile(r"circle|triangle|square")
@@ -200,12 +201,7 @@ def _call(colour: str) -> str:
 
 
 def _words_of(messages) -> list[str]:
-    return [
-        "".join(p["text"] for p in m["content"] if p.get("type") == "text")
-        if isinstance(m["content"], list)
-        else m["content"]
-        for m in messages
-    ]
+    return [content_text(m["content"]) for m in messages]
 
 
 def test_a_reply_cannot_crash_the_env_or_read_a_cue_through_the_pictures():
